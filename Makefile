@@ -1,0 +1,70 @@
+# Ember: build, demo and tests. `make demo` and `make test` each set everything up on a
+# fresh machine (a virtual environment with the pinned executorch and torch, both wheels
+# built and installed) before they run.
+
+PYTHON ?= python3
+VENV ?= .venv
+TORCH_VERSION ?= 2.13.0
+# The executorch pin is written once, in EXECUTORCH_VERSION.
+EXECUTORCH_VERSION := $(shell cat EXECUTORCH_VERSION)
+FUZZ_SECONDS ?= 60
+JOBS ?= 2
+
+PY := $(abspath $(VENV))/bin/python
+export PATH := $(abspath $(VENV))/bin:$(PATH)
+export PYTHONUNBUFFERED := 1
+
+.PHONY: all setup wheels demo test test-engine test-engine-sanitized test-engine-thread \
+        test-python fuzz clean
+
+all: wheels
+
+$(VENV)/.setup-done: EXECUTORCH_VERSION Makefile
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q torch==$(TORCH_VERSION) executorch==$(EXECUTORCH_VERSION) \
+	    scikit-build-core cmake ninja setuptools wheel pytest pyelftools
+	touch $@
+
+setup: $(VENV)/.setup-done
+
+# Both wheels into dist/, then installed into the environment as a user would install them.
+wheels: setup
+	rm -rf dist
+	$(PY) -m pip wheel -q --no-build-isolation --no-deps -w dist .
+	$(PY) -m pip wheel -q --no-build-isolation --no-deps -w dist ./python
+	$(PY) -m pip install -q --no-deps --force-reinstall dist/*.whl
+	$(PY) tools/check_wheel.py dist/ember_executorch_runtime-*.whl
+
+demo: wheels
+	$(PY) examples/demo.py
+
+# The engine's C tests, plain and under ASan+UBSan and TSan.
+test-engine: setup
+	cmake -S engine -B build/engine -G Ninja -DCMAKE_BUILD_TYPE=Debug -DPython3_EXECUTABLE=$(PY) >/dev/null
+	cmake --build build/engine -j $(JOBS)
+	ctest --test-dir build/engine --output-on-failure -j $(JOBS)
+
+test-engine-sanitized: setup
+	cmake -S engine -B build/engine-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+	    -DEMBER_SANITIZE=address,undefined -DPython3_EXECUTABLE=$(PY) >/dev/null
+	cmake --build build/engine-asan -j $(JOBS)
+	ctest --test-dir build/engine-asan --output-on-failure -j $(JOBS)
+
+test-engine-thread: setup
+	cmake -S engine -B build/engine-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+	    -DEMBER_SANITIZE=thread -DPython3_EXECUTABLE=$(PY) >/dev/null
+	cmake --build build/engine-tsan -j $(JOBS)
+	ctest --test-dir build/engine-tsan --output-on-failure -j $(JOBS)
+
+# A bounded libFuzzer run over the plan reader and verifier (clang, from Debian).
+fuzz: setup
+	FUZZ_SECONDS=$(FUZZ_SECONDS) engine/fuzz/run_fuzzer.sh build/fuzz
+
+test-python: wheels
+	$(PY) -m pytest -q tests
+
+test: test-engine test-engine-sanitized test-engine-thread fuzz test-python
+
+clean:
+	rm -rf build dist out

@@ -1,0 +1,151 @@
+/* Ember engine: public C API.
+ *
+ * The engine runs a plan (docs/plan-format.md) on a CPU reference executor or, when
+ * built with CUDA and a device is present, on the GPU. It knows nothing of ExecuTorch or
+ * Python: the delegate in delegate/ is one client of this header, the C tests another.
+ *
+ * Ownership: what a `_create` function returns belongs to the caller and is released
+ * with the matching `_destroy`/`_free`. Getters lend: pointers they return stay valid
+ * for as long as the object they came from.
+ *
+ * Errors: every fallible function returns `ember_status*`. NULL means success; any other
+ * value is an error the caller owns and releases with `ember_status_free`.
+ */
+#ifndef EMBER_EMBER_H_
+#define EMBER_EMBER_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(EMBER_ENGINE_BUILDING) && defined(__GNUC__)
+#define EMBER_API __attribute__((visibility("default")))
+#else
+#define EMBER_API
+#endif
+
+/* The plan format version this engine reads. */
+#define EMBER_PLAN_FORMAT_VERSION 1u
+/* The largest tensor rank a plan may hold. */
+#define EMBER_MAX_RANK 8u
+
+/* ---- status ----------------------------------------------------------------------- */
+
+typedef enum ember_status_code {
+  EMBER_OK = 0,
+  /* The caller passed something wrong: a NULL, a count, a dtype or a shape. */
+  EMBER_INVALID_ARGUMENT = 1,
+  /* The plan bytes are malformed. */
+  EMBER_INVALID_PLAN = 2,
+  /* The plan is of a format version this engine does not read. */
+  EMBER_UNSUPPORTED_VERSION = 3,
+  /* Host or device memory could not be allocated. */
+  EMBER_OUT_OF_MEMORY = 4,
+  /* The requested executor, device or library is not there. */
+  EMBER_UNAVAILABLE = 5,
+  /* A failure inside the engine or a library it calls (for example a CUDA error). */
+  EMBER_INTERNAL = 6,
+} ember_status_code;
+
+typedef struct ember_status ember_status;
+
+EMBER_API ember_status_code ember_status_code_of(const ember_status* status);
+/* A NUL-terminated message naming the cause; "ok" for NULL. */
+EMBER_API const char* ember_status_message(const ember_status* status);
+EMBER_API void ember_status_free(ember_status* status);
+
+/* ---- types ------------------------------------------------------------------------ */
+
+typedef enum ember_dtype {
+  EMBER_DTYPE_FLOAT32 = 1,
+  EMBER_DTYPE_FLOAT16 = 2,
+  EMBER_DTYPE_BFLOAT16 = 3,
+  EMBER_DTYPE_INT64 = 4,
+  EMBER_DTYPE_INT32 = 5,
+  EMBER_DTYPE_BOOL = 6,
+} ember_dtype;
+
+/* Size in bytes of one element; 0 for a code that is not a dtype. */
+EMBER_API size_t ember_dtype_size(ember_dtype dtype);
+/* "float32", "float16", ...; "unknown" for a code that is not a dtype. */
+EMBER_API const char* ember_dtype_name(ember_dtype dtype);
+
+typedef enum ember_executor_kind {
+  /* CUDA when the engine was built with it and a device is present, else CPU. */
+  EMBER_EXECUTOR_AUTO = 0,
+  EMBER_EXECUTOR_CPU = 1,
+  EMBER_EXECUTOR_CUDA = 2,
+} ember_executor_kind;
+
+EMBER_API const char* ember_executor_kind_name(ember_executor_kind kind);
+
+/* ---- plan verification ------------------------------------------------------------ */
+
+/* Verifies a plan (structure, then meaning) without creating anything. */
+EMBER_API ember_status* ember_plan_verify(const void* plan, size_t plan_size);
+
+/* ---- program ---------------------------------------------------------------------- */
+
+typedef struct ember_program_options {
+  ember_executor_kind executor;
+} ember_program_options;
+
+/* Fills `out_options` with the defaults (executor AUTO). */
+EMBER_API void ember_program_options_initialize(ember_program_options* out_options);
+
+typedef struct ember_program ember_program;
+
+/* Verifies `plan` and prepares it to run: allocates the arena and copies the constants.
+ * The program keeps no pointer into `plan`; the caller may free it on return. On error
+ * `*out_program` is NULL and nothing is leaked. `options` may be NULL for defaults. */
+EMBER_API ember_status* ember_program_create(const void* plan, size_t plan_size,
+                                             const ember_program_options* options,
+                                             ember_program** out_program);
+
+/* Waits for work in flight and releases everything. NULL is a no-op. */
+EMBER_API void ember_program_destroy(ember_program* program);
+
+EMBER_API ember_executor_kind ember_program_executor(const ember_program* program);
+
+typedef struct ember_tensor_info {
+  const char* name; /* lent; valid while the program lives */
+  ember_dtype dtype;
+  uint32_t rank;
+  int64_t dims[EMBER_MAX_RANK];
+  size_t nbytes;
+} ember_tensor_info;
+
+EMBER_API size_t ember_program_input_count(const ember_program* program);
+EMBER_API size_t ember_program_output_count(const ember_program* program);
+EMBER_API ember_status* ember_program_input_info(const ember_program* program, size_t index,
+                                                 ember_tensor_info* out_info);
+EMBER_API ember_status* ember_program_output_info(const ember_program* program, size_t index,
+                                                  ember_tensor_info* out_info);
+
+/* One bound input or output: the caller's memory and what the caller says it holds. The
+ * engine checks dtype, rank, dims and nbytes against the plan before touching `data`. */
+typedef struct ember_tensor_binding {
+  void* data;
+  size_t nbytes;
+  ember_dtype dtype;
+  uint32_t rank;
+  const int64_t* dims;
+} ember_tensor_binding;
+
+/* Runs the plan once. Inputs are read, outputs written, in the I/O table's order. Calls
+ * on one program are serialized; different programs may run concurrently. */
+EMBER_API ember_status* ember_program_run(ember_program* program,
+                                          const ember_tensor_binding* inputs, size_t num_inputs,
+                                          const ember_tensor_binding* outputs, size_t num_outputs);
+
+/* The engine's version, "MAJOR.MINOR.PATCH". */
+EMBER_API const char* ember_version_string(void);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* EMBER_EMBER_H_ */
