@@ -59,7 +59,9 @@ test-engine-thread: setup
 
 # A bounded libFuzzer run over the plan reader and verifier (clang, from Debian).
 fuzz: setup
-	FUZZ_SECONDS=$(FUZZ_SECONDS) engine/fuzz/run_fuzzer.sh build/fuzz
+	@command -v clang >/dev/null || { echo "installing clang for the fuzzer"; \
+	    apt-get update -qq && apt-get install -y -qq clang >/dev/null; }
+	engine/fuzz/run_fuzz.sh $(FUZZ_SECONDS) build/engine-fuzz
 
 test-python: wheels
 	$(PY) -m pytest -q tests
