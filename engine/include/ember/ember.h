@@ -56,6 +56,8 @@ EMBER_API ember_status_code ember_status_code_of(const ember_status* status);
 /* A NUL-terminated message naming the cause; "ok" for NULL. */
 EMBER_API const char* ember_status_message(const ember_status* status);
 EMBER_API void ember_status_free(ember_status* status);
+/* "EMBER_OK", "EMBER_INVALID_PLAN", ...; "unknown" for a value that is not a code. */
+EMBER_API const char* ember_status_code_name(ember_status_code code);
 
 /* ---- types ------------------------------------------------------------------------ */
 
@@ -73,8 +75,11 @@ EMBER_API size_t ember_dtype_size(ember_dtype dtype);
 /* "float32", "float16", ...; "unknown" for a code that is not a dtype. */
 EMBER_API const char* ember_dtype_name(ember_dtype dtype);
 
+/* The environment variable EMBER_EXECUTOR=cpu|cuda|auto, read once per process, forces
+ * the executor of every program over ember_program_options.executor. */
 typedef enum ember_executor_kind {
-  /* CUDA when the engine was built with it and a device is present, else CPU. */
+  /* CUDA when the engine was built with it and a device, its driver and cuBLASLt are
+   * present, else CPU (ember_program_fallback_reason says why). */
   EMBER_EXECUTOR_AUTO = 0,
   EMBER_EXECUTOR_CPU = 1,
   EMBER_EXECUTOR_CUDA = 2,
@@ -100,7 +105,11 @@ typedef struct ember_program ember_program;
 
 /* Verifies `plan` and prepares it to run: allocates the arena and copies the constants.
  * The program keeps no pointer into `plan`; the caller may free it on return. On error
- * `*out_program` is NULL and nothing is leaked. `options` may be NULL for defaults. */
+ * `*out_program` is NULL and nothing is leaked. `options` may be NULL for defaults.
+ * Errors: EMBER_INVALID_PLAN / EMBER_UNSUPPORTED_VERSION as ember_plan_verify;
+ * EMBER_UNAVAILABLE for an executor this build or machine lacks (EMBER_EXECUTOR_CUDA in
+ * a build without CUDA); EMBER_OUT_OF_MEMORY when the arena or tables cannot be
+ * allocated. */
 EMBER_API ember_status* ember_program_create(const void* plan, size_t plan_size,
                                              const ember_program_options* options,
                                              ember_program** out_program);
@@ -126,7 +135,10 @@ EMBER_API ember_status* ember_program_output_info(const ember_program* program, 
                                                   ember_tensor_info* out_info);
 
 /* One bound input or output: the caller's memory and what the caller says it holds. The
- * engine checks dtype, rank, dims and nbytes against the plan before touching `data`. */
+ * engine checks dtype, rank, dims and nbytes against the plan before touching `data`:
+ * each must equal the plan's (nbytes exactly, not "at least"). `data` may be NULL only
+ * for a tensor of 0 bytes. An output must not share memory with any other input or
+ * output (inputs may share memory with each other). */
 typedef struct ember_tensor_binding {
   void* data;
   size_t nbytes;
@@ -136,10 +148,35 @@ typedef struct ember_tensor_binding {
 } ember_tensor_binding;
 
 /* Runs the plan once. Inputs are read, outputs written, in the I/O table's order. Calls
- * on one program are serialized; different programs may run concurrently. */
+ * on one program are serialized; different programs may run concurrently. A binding that
+ * does not match the plan gives EMBER_INVALID_ARGUMENT naming the input or output by
+ * index and name, with what was passed and what the plan expects. `inputs` may be NULL
+ * when the plan has no inputs. */
 EMBER_API ember_status* ember_program_run(ember_program* program,
                                           const ember_tensor_binding* inputs, size_t num_inputs,
                                           const ember_tensor_binding* outputs, size_t num_outputs);
+
+/* Cumulative counters of a program, since it was created. Bytes count the copies that
+ * runs made between host and device memory to stage inputs and outputs bound in host
+ * memory; a program whose inputs and outputs are bound in device memory copies nothing
+ * (both stay 0), and the CPU executor never copies. Uploading constants at create is not
+ * counted. */
+typedef struct ember_program_stats {
+  uint64_t runs; /* successful ember_program_run calls */
+  uint64_t bytes_host_to_device;
+  uint64_t bytes_device_to_host;
+} ember_program_stats;
+
+/* Fills `out_stats` (zeros for a NULL program). Safe to call while another thread runs
+ * the program: it waits for that run to finish. */
+EMBER_API void ember_program_get_stats(const ember_program* program,
+                                       ember_program_stats* out_stats);
+
+/* Why a program created with EMBER_EXECUTOR_AUTO runs on the CPU: the reason the CUDA
+ * executor was unavailable (no driver, no device, no cuBLASLt, a build without CUDA).
+ * NULL when the program runs on the executor that was asked for or forced. Lent: valid
+ * while the program lives. */
+EMBER_API const char* ember_program_fallback_reason(const ember_program* program);
 
 /* The engine's version, "MAJOR.MINOR.PATCH". */
 EMBER_API const char* ember_version_string(void);

@@ -1,0 +1,50 @@
+/* The CUDA executor (cuda_executor.c; docs/cuda-executor.md describes it whole).
+ *
+ * prepare does everything that can be done once: loads the driver and cuBLASLt (at run
+ * time: no link dependency), retains device 0's primary context, creates the program's
+ * stream, loads the kernel modules, allocates the arena, the constants, a staging buffer
+ * per input and output and the GEMM workspace, uploads the constants, chooses every GEMM
+ * algorithm, runs the program once to warm up, and builds and instantiates one CUDA
+ * graph of the whole run.
+ *
+ * run binds each input and output: device memory (the driver says so) of this device,
+ * aligned as the GEMMs assume, is used in place; anything else goes through the staging
+ * buffer (host memory by a host<->device copy, counted; other device memory by a device
+ * copy, not counted). Then it replays the graph, updating only the nodes whose bound
+ * pointers changed since the last replay, and waits for the stream. It allocates nothing.
+ *
+ * A prepare that cannot find what it needs (no driver, no device, no cuBLASLt, a device
+ * the kernels were not built for, a GEMM cuBLASLt cannot do) fails with
+ * EMBER_UNAVAILABLE, which EMBER_EXECUTOR_AUTO takes as "use the CPU". */
+#ifndef EMBER_SRC_CUDA_CUDA_EXECUTOR_H_
+#define EMBER_SRC_CUDA_CUDA_EXECUTOR_H_
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "executor.h"
+
+extern const ember_executor_vtable ember_cuda_executor_vtable;
+
+/* What prepare made of a plan and what runs have done to the graph, for tests and
+ * debugging (not part of the public API). */
+typedef struct ember_cuda_executor_info {
+  uint32_t steps;                /* kernel launches and GEMMs per run */
+  uint32_t gemms;                /* cuBLASLt GEMMs */
+  uint32_t fused_biases;         /* GEMMs whose bias is added in the cuBLASLt epilogue */
+  uint32_t fused_activations;    /* activation ops done by a GEMM's epilogue */
+  uint32_t bias_act_kernels;     /* epilogues cuBLASLt could not fuse, done by a kernel */
+  uint32_t relocated_tensors;    /* fused activation outputs moved past the plan's arena */
+  bool graph;                    /* runs replay a CUDA graph */
+  uint64_t graph_node_updates;   /* graph nodes updated for changed bound pointers */
+  uint64_t graph_rebuilds;       /* whole-graph rebuilds (an update the driver refused) */
+  size_t workspace_bytes;        /* GEMM workspace */
+} ember_cuda_executor_info;
+
+/* Fills `out_info` for a CUDA executor (one whose kind is EMBER_EXECUTOR_CUDA). Call it
+ * under the program's run mutex, or when no run is in flight. */
+void ember_cuda_executor_get_info(const ember_executor* executor,
+                                  ember_cuda_executor_info* out_info);
+
+#endif /* EMBER_SRC_CUDA_CUDA_EXECUTOR_H_ */

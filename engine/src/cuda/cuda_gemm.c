@@ -1,0 +1,373 @@
+/* LINEAR and MATMUL on cuBLASLt (cuda_gemm.h says how the plan's row-major ops map). */
+#include "cuda_gemm.h"
+
+#include "cuda_driver.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#define LT_CHECK(lt, expr, call_text)                                     \
+  do {                                                                    \
+    cublasStatus_t ember_lt_result_ = (expr);                             \
+    if (ember_lt_result_ != CUBLAS_STATUS_SUCCESS) {                      \
+      return ember_cublaslt_status((lt), ember_lt_result_, (call_text));  \
+    }                                                                     \
+  } while (0)
+
+static cudaDataType_t data_type(ember_dtype dtype) {
+  switch (dtype) {
+    case EMBER_DTYPE_FLOAT16: return CUDA_R_16F;
+    case EMBER_DTYPE_BFLOAT16: return CUDA_R_16BF;
+    default: return CUDA_R_32F;
+  }
+}
+
+/* The largest power of two (at most 256) dividing `value`; 256 for 0. */
+static uint32_t alignment_of(uint64_t value) {
+  if (value == 0) return 256u;
+  const uint64_t lowest = value & (~value + 1u);
+  return lowest >= 256u ? 256u : (uint32_t)lowest;
+}
+
+static uint32_t min_u32(uint32_t a, uint32_t b) { return a < b ? a : b; }
+
+static ember_status* make_layout(const ember_cublaslt_library* lt, cudaDataType_t type,
+                                 uint64_t rows, uint64_t cols, int64_t ld, int32_t batch,
+                                 int64_t batch_stride, cublasLtMatrixLayout_t* out_layout) {
+  LT_CHECK(lt, lt->cublasLtMatrixLayoutCreate(out_layout, type, rows, cols, ld),
+           "cublasLtMatrixLayoutCreate");
+  if (batch > 1) {
+    LT_CHECK(lt, lt->cublasLtMatrixLayoutSetAttribute(*out_layout,
+                                                      CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                                                      &batch, sizeof batch),
+             "cublasLtMatrixLayoutSetAttribute(BATCH_COUNT)");
+    LT_CHECK(lt, lt->cublasLtMatrixLayoutSetAttribute(
+                     *out_layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &batch_stride,
+                     sizeof batch_stride),
+             "cublasLtMatrixLayoutSetAttribute(STRIDED_BATCH_OFFSET)");
+  }
+  return NULL;
+}
+
+/* Asks the heuristic for the best algorithm with `epilogue`; *out_found is false (and
+ * no error) when there is none. */
+static ember_status* find_algorithm(const ember_cublaslt_library* lt, cublasLtHandle_t handle,
+                                    ember_cuda_gemm* gemm, cublasLtEpilogue_t epilogue,
+                                    uint64_t bias_address, const uint32_t alignments[4],
+                                    size_t max_workspace, bool* out_found) {
+  *out_found = false;
+  uint32_t epilogue_value = (uint32_t)epilogue;
+  LT_CHECK(lt, lt->cublasLtMatmulDescSetAttribute(gemm->desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                                  &epilogue_value, sizeof epilogue_value),
+           "cublasLtMatmulDescSetAttribute(EPILOGUE)");
+  if (epilogue == CUBLASLT_EPILOGUE_BIAS || epilogue == CUBLASLT_EPILOGUE_RELU_BIAS ||
+      epilogue == CUBLASLT_EPILOGUE_GELU_BIAS) {
+    /* The heuristic reads the pointer's alignment; enqueue sets the real one each time. */
+    const void* bias = (const void*)(uintptr_t)bias_address;
+    LT_CHECK(lt, lt->cublasLtMatmulDescSetAttribute(gemm->desc,
+                                                    CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                                    sizeof bias),
+             "cublasLtMatmulDescSetAttribute(BIAS_POINTER)");
+  }
+  cublasLtMatmulPreference_t preference = NULL;
+  LT_CHECK(lt, lt->cublasLtMatmulPreferenceCreate(&preference),
+           "cublasLtMatmulPreferenceCreate");
+  const uint64_t workspace = max_workspace;
+  static const cublasLtMatmulPreferenceAttributes_t alignment_attrs[4] = {
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+  cublasStatus_t result = lt->cublasLtMatmulPreferenceSetAttribute(
+      preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof workspace);
+  for (int i = 0; i < 4 && result == CUBLAS_STATUS_SUCCESS; ++i) {
+    result = lt->cublasLtMatmulPreferenceSetAttribute(preference, alignment_attrs[i],
+                                                      &alignments[i], sizeof alignments[i]);
+  }
+  cublasLtMatmulHeuristicResult_t heuristic;
+  memset(&heuristic, 0, sizeof heuristic);
+  int found = 0;
+  if (result == CUBLAS_STATUS_SUCCESS) {
+    result = lt->cublasLtMatmulAlgoGetHeuristic(handle, gemm->desc, gemm->a_layout,
+                                                gemm->b_layout, gemm->d_layout, gemm->d_layout,
+                                                preference, 1, &heuristic, &found);
+  }
+  lt->cublasLtMatmulPreferenceDestroy(preference);
+  /* NOT_SUPPORTED is how the heuristic says "nothing for this configuration". */
+  if (result == CUBLAS_STATUS_NOT_SUPPORTED) return NULL;
+  if (result != CUBLAS_STATUS_SUCCESS) {
+    return ember_cublaslt_status(lt, result, "cublasLtMatmulAlgoGetHeuristic");
+  }
+  if (found < 1 || heuristic.state != CUBLAS_STATUS_SUCCESS) return NULL;
+  gemm->algo = heuristic.algo;
+  gemm->workspace_size = heuristic.workspaceSize;
+  *out_found = true;
+  return NULL;
+}
+
+static cublasLtEpilogue_t epilogue_for(bool bias, ember_cuda_gemm_activation activation) {
+  switch (activation) {
+    case EMBER_CUDA_GEMM_ACT_RELU:
+      return bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
+    case EMBER_CUDA_GEMM_ACT_GELU_TANH:
+      return bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
+    default:
+      return bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+  }
+}
+
+static int32_t unary_op_for(ember_cuda_gemm_activation activation) {
+  switch (activation) {
+    case EMBER_CUDA_GEMM_ACT_RELU: return EMBER_K_UNARY_RELU;
+    case EMBER_CUDA_GEMM_ACT_GELU_TANH: return EMBER_K_UNARY_GELU_TANH;
+    default: return EMBER_K_UNARY_IDENTITY;
+  }
+}
+
+/* Fills the shapes, batching and layouts of a MATMUL. */
+static ember_status* describe_matmul(const ember_cublaslt_library* lt, const ember_plan* plan,
+                                     const ember_op_desc* op, ember_cuda_gemm* gemm,
+                                     int64_t* out_strides /* a, b, d batch strides */,
+                                     int32_t* out_batch) {
+  const ember_tensor_desc* a = ember_plan_op_input_tensor(plan, op, 0);
+  const ember_tensor_desc* b = ember_plan_op_input_tensor(plan, op, 1);
+  const ember_tensor_desc* y = ember_plan_op_output_tensor(plan, op, 0);
+  const int64_t M = a->dims[a->rank - 2], K = a->dims[a->rank - 1], N = b->dims[b->rank - 1];
+  const uint32_t batch_rank = y->rank - 2;
+  int64_t ad[EMBER_MAX_RANK], bd[EMBER_MAX_RANK];
+  int64_t a_numel = 1, b_numel = 1, y_numel = 1;
+  bool a_full = true, b_full = true;
+  for (uint32_t i = 0; i < batch_rank; ++i) {
+    const uint32_t a_pad = batch_rank - (a->rank - 2), b_pad = batch_rank - (b->rank - 2);
+    ad[i] = i < a_pad ? 1 : a->dims[i - a_pad];
+    bd[i] = i < b_pad ? 1 : b->dims[i - b_pad];
+    a_numel *= ad[i];
+    b_numel *= bd[i];
+    y_numel *= y->dims[i];
+    if (ad[i] != y->dims[i]) a_full = false;
+    if (bd[i] != y->dims[i]) b_full = false;
+  }
+  /* cuBLASLt's A is b, its B is a (see cuda_gemm.h). */
+  gemm->a_tensor = ember_plan_op_input(plan, op, 1);
+  gemm->b_tensor = ember_plan_op_input(plan, op, 0);
+  gemm->m = (uint64_t)N;
+  gemm->k = (uint64_t)K;
+  gemm->calls = 1;
+  *out_batch = 1;
+  out_strides[0] = out_strides[1] = out_strides[2] = 0;
+  if (b_numel == 1 && (a_full || a_numel == 1)) {
+    gemm->n = (uint64_t)(M * y_numel); /* a's batches fold into M: one GEMM */
+  } else if ((a_full || a_numel == 1) && (b_full || b_numel == 1) && y_numel <= INT32_MAX) {
+    gemm->n = (uint64_t)M;
+    *out_batch = (int32_t)y_numel;
+    out_strides[0] = b_numel == 1 ? 0 : K * N;
+    out_strides[1] = a_numel == 1 ? 0 : M * K;
+    out_strides[2] = M * N;
+  } else {
+    /* Mixed broadcast: one GEMM per output batch position. */
+    gemm->n = (uint64_t)M;
+    gemm->calls = (uint64_t)y_numel;
+    gemm->loop_rank = batch_rank;
+    int64_t a_stride = M * K, b_stride = K * N, d_stride = M * N;
+    for (uint32_t i = batch_rank; i-- > 0;) {
+      gemm->loop_dims[i] = y->dims[i];
+      gemm->a_loop_strides[i] = bd[i] == 1 ? 0 : b_stride; /* cuBLASLt A = b */
+      gemm->b_loop_strides[i] = ad[i] == 1 ? 0 : a_stride;
+      gemm->d_loop_strides[i] = d_stride;
+      b_stride *= bd[i];
+      a_stride *= ad[i];
+      d_stride *= y->dims[i];
+    }
+  }
+  const cudaDataType_t type = data_type(y->dtype);
+  EMBER_RETURN_IF_ERROR(make_layout(lt, type, (uint64_t)N, (uint64_t)K, N, *out_batch,
+                                    out_strides[0], &gemm->a_layout));
+  EMBER_RETURN_IF_ERROR(make_layout(lt, type, (uint64_t)K, gemm->n, K, *out_batch,
+                                    out_strides[1], &gemm->b_layout));
+  EMBER_RETURN_IF_ERROR(make_layout(lt, type, (uint64_t)N, gemm->n, N, *out_batch,
+                                    out_strides[2], &gemm->d_layout));
+  return NULL;
+}
+
+static ember_status* describe_linear(const ember_cublaslt_library* lt, const ember_plan* plan,
+                                     const ember_op_desc* op, ember_cuda_gemm* gemm,
+                                     int32_t* out_transa) {
+  const ember_tensor_desc* x = ember_plan_op_input_tensor(plan, op, 0);
+  const ember_tensor_desc* w = ember_plan_op_input_tensor(plan, op, 1);
+  const ember_tensor_desc* y = ember_plan_op_output_tensor(plan, op, 0);
+  const bool w_is_nk = ember_plan_op_attr(plan, op, EMBER_ATTR_LINEAR_WEIGHT_LAYOUT) == 0;
+  const int64_t K = x->dims[x->rank - 1];
+  const int64_t N = w_is_nk ? w->dims[0] : w->dims[1];
+  const int64_t M = K == 0 ? 0 : (int64_t)(x->numel / (uint64_t)K);
+  gemm->a_tensor = ember_plan_op_input(plan, op, 1);
+  gemm->b_tensor = ember_plan_op_input(plan, op, 0);
+  gemm->bias_tensor = op->num_inputs == 3 ? ember_plan_op_input(plan, op, 2) : EMBER_PLAN_NO_INDEX;
+  gemm->m = (uint64_t)N;
+  gemm->n = (uint64_t)M;
+  gemm->k = (uint64_t)K;
+  gemm->calls = 1;
+  *out_transa = w_is_nk ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cudaDataType_t type = data_type(y->dtype);
+  /* w [N, K] row-major is column-major [K, N] (ld K), used transposed; w [K, N] row-major
+   * is column-major [N, K] (ld N), used as is. */
+  EMBER_RETURN_IF_ERROR(w_is_nk ? make_layout(lt, type, (uint64_t)K, (uint64_t)N, K, 1, 0,
+                                              &gemm->a_layout)
+                                : make_layout(lt, type, (uint64_t)N, (uint64_t)K, N, 1, 0,
+                                              &gemm->a_layout));
+  EMBER_RETURN_IF_ERROR(make_layout(lt, type, (uint64_t)K, (uint64_t)M, K, 1, 0,
+                                    &gemm->b_layout));
+  EMBER_RETURN_IF_ERROR(make_layout(lt, type, (uint64_t)N, (uint64_t)M, N, 1, 0,
+                                    &gemm->d_layout));
+  return NULL;
+}
+
+static ember_status* gemm_prepare(const ember_cublaslt_library* lt, cublasLtHandle_t handle,
+                                  const ember_cuda_gemm_request* request,
+                                  ember_cuda_gemm* gemm) {
+  const ember_plan* plan = request->plan;
+  const ember_op_desc* op = &plan->ops[request->op_index];
+  const ember_tensor_desc* y = ember_plan_op_output_tensor(plan, op, 0);
+  gemm->element_size = ember_dtype_size(y->dtype);
+  gemm->bias_tensor = EMBER_PLAN_NO_INDEX;
+  gemm->d_tensor = ember_plan_op_output(plan, op, 0);
+
+  ember_cuda_gemm_activation activation = EMBER_CUDA_GEMM_ACT_NONE;
+  if (request->fused_op_index != EMBER_PLAN_NO_INDEX) {
+    const ember_op_desc* fused = &plan->ops[request->fused_op_index];
+    activation = fused->opcode == EMBER_OP_RELU ? EMBER_CUDA_GEMM_ACT_RELU
+                                                : EMBER_CUDA_GEMM_ACT_GELU_TANH;
+    gemm->d_tensor = ember_plan_op_output(plan, fused, 0);
+  }
+
+  LT_CHECK(lt, lt->cublasLtMatmulDescCreate(&gemm->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+           "cublasLtMatmulDescCreate");
+  int32_t transa = CUBLAS_OP_N;
+  const int32_t transb = CUBLAS_OP_N;
+  int64_t batch_strides[3] = {0, 0, 0};
+  int32_t batch = 1;
+  if (op->opcode == EMBER_OP_LINEAR) {
+    EMBER_RETURN_IF_ERROR(describe_linear(lt, plan, op, gemm, &transa));
+  } else {
+    EMBER_RETURN_IF_ERROR(describe_matmul(lt, plan, op, gemm, batch_strides, &batch));
+  }
+  LT_CHECK(lt, lt->cublasLtMatmulDescSetAttribute(gemm->desc, CUBLASLT_MATMUL_DESC_TRANSA,
+                                                  &transa, sizeof transa),
+           "cublasLtMatmulDescSetAttribute(TRANSA)");
+  LT_CHECK(lt, lt->cublasLtMatmulDescSetAttribute(gemm->desc, CUBLASLT_MATMUL_DESC_TRANSB,
+                                                  &transb, sizeof transb),
+           "cublasLtMatmulDescSetAttribute(TRANSB)");
+
+  /* Alignments the algorithm may rely on: each pointer's, and each batch or loop step's. */
+  const size_t es = gemm->element_size;
+  uint32_t alignments[4] = {
+      alignment_of(request->address(request->address_context, gemm->a_tensor)),
+      alignment_of(request->address(request->address_context, gemm->b_tensor)), 0,
+      alignment_of(request->address(request->address_context, gemm->d_tensor))};
+  alignments[0] = min_u32(alignments[0], alignment_of((uint64_t)batch_strides[0] * es));
+  alignments[1] = min_u32(alignments[1], alignment_of((uint64_t)batch_strides[1] * es));
+  alignments[3] = min_u32(alignments[3], alignment_of((uint64_t)batch_strides[2] * es));
+  for (uint32_t i = 0; i < gemm->loop_rank; ++i) {
+    alignments[0] = min_u32(alignments[0], alignment_of((uint64_t)gemm->a_loop_strides[i] * es));
+    alignments[1] = min_u32(alignments[1], alignment_of((uint64_t)gemm->b_loop_strides[i] * es));
+    alignments[3] = min_u32(alignments[3], alignment_of((uint64_t)gemm->d_loop_strides[i] * es));
+  }
+  alignments[2] = alignments[3]; /* C is D */
+  const bool has_bias = gemm->bias_tensor != EMBER_PLAN_NO_INDEX;
+  const uint64_t bias_address =
+      has_bias ? request->address(request->address_context, gemm->bias_tensor) : 0;
+
+  /* Fused bias and activation first; then the bias alone; then a plain GEMM. What the
+   * GEMM does not do, the bias_act kernel does after it. */
+  const struct {
+    bool bias;
+    ember_cuda_gemm_activation activation;
+  } tries[3] = {{has_bias, activation}, {has_bias, EMBER_CUDA_GEMM_ACT_NONE},
+                {false, EMBER_CUDA_GEMM_ACT_NONE}};
+  for (int t = 0; t < 3; ++t) {
+    if (t > 0 && tries[t].bias == tries[t - 1].bias &&
+        tries[t].activation == tries[t - 1].activation) {
+      continue;
+    }
+    bool found = false;
+    EMBER_RETURN_IF_ERROR(find_algorithm(lt, handle, gemm,
+                                         epilogue_for(tries[t].bias, tries[t].activation),
+                                         bias_address, alignments, request->max_workspace,
+                                         &found));
+    if (found) {
+      gemm->bias_fused = tries[t].bias;
+      gemm->activation_fused = tries[t].activation;
+      gemm->needs_bias_act = (has_bias && !tries[t].bias) || activation != tries[t].activation;
+      gemm->bias_act_activation =
+          activation != tries[t].activation ? unary_op_for(activation) : EMBER_K_UNARY_IDENTITY;
+      return NULL;
+    }
+  }
+  return ember_status_make(EMBER_UNAVAILABLE,
+                           "cuda executor: op %" PRIu32 " (%s): cuBLASLt has no algorithm for "
+                           "m=%" PRIu64 " n=%" PRIu64 " k=%" PRIu64 " %s",
+                           request->op_index, ember_opcode_name(op->opcode), gemm->m, gemm->n,
+                           gemm->k, ember_dtype_name(y->dtype));
+}
+
+ember_status* ember_cuda_gemm_prepare(const ember_cublaslt_library* lt, cublasLtHandle_t handle,
+                                      const ember_cuda_gemm_request* request,
+                                      ember_cuda_gemm* out_gemm) {
+  memset(out_gemm, 0, sizeof *out_gemm);
+  ember_status* status = gemm_prepare(lt, handle, request, out_gemm);
+  if (status != NULL) {
+    ember_cuda_gemm_release(lt, out_gemm);
+    char context[96];
+    snprintf(context, sizeof context, "op %" PRIu32 " (%s)", request->op_index,
+             ember_opcode_name(request->plan->ops[request->op_index].opcode));
+    if (ember_status_code_of(status) != EMBER_UNAVAILABLE) {
+      status = ember_cuda_annotate(status, "%s", context);
+    }
+  }
+  return status;
+}
+
+ember_status* ember_cuda_gemm_enqueue(const ember_cublaslt_library* lt, cublasLtHandle_t handle,
+                                      const ember_cuda_gemm* gemm, uint64_t a, uint64_t b,
+                                      uint64_t bias, uint64_t d, uint64_t workspace,
+                                      CUstream stream) {
+  if (gemm->bias_fused) {
+    const void* bias_pointer = (const void*)(uintptr_t)bias;
+    LT_CHECK(lt, lt->cublasLtMatmulDescSetAttribute(gemm->desc,
+                                                    CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                    &bias_pointer, sizeof bias_pointer),
+             "cublasLtMatmulDescSetAttribute(BIAS_POINTER)");
+  }
+  const float alpha = 1.0f, beta = 0.0f;
+  const uint64_t es = gemm->element_size;
+  for (uint64_t call = 0; call < gemm->calls; ++call) {
+    int64_t a_offset = 0, b_offset = 0, d_offset = 0;
+    uint64_t rest = call;
+    for (uint32_t i = gemm->loop_rank; i-- > 0;) {
+      const int64_t index = (int64_t)(rest % (uint64_t)gemm->loop_dims[i]);
+      rest /= (uint64_t)gemm->loop_dims[i];
+      a_offset += index * gemm->a_loop_strides[i];
+      b_offset += index * gemm->b_loop_strides[i];
+      d_offset += index * gemm->d_loop_strides[i];
+    }
+    void* d_pointer = (void*)(uintptr_t)(d + (uint64_t)d_offset * es);
+    LT_CHECK(lt,
+             lt->cublasLtMatmul(handle, gemm->desc, &alpha,
+                                (const void*)(uintptr_t)(a + (uint64_t)a_offset * es),
+                                gemm->a_layout,
+                                (const void*)(uintptr_t)(b + (uint64_t)b_offset * es),
+                                gemm->b_layout, &beta, d_pointer, gemm->d_layout, d_pointer,
+                                gemm->d_layout, &gemm->algo,
+                                (void*)(uintptr_t)workspace, gemm->workspace_size, stream),
+             "cublasLtMatmul");
+  }
+  return NULL;
+}
+
+void ember_cuda_gemm_release(const ember_cublaslt_library* lt, ember_cuda_gemm* gemm) {
+  if (lt != NULL) {
+    if (gemm->a_layout != NULL) lt->cublasLtMatrixLayoutDestroy(gemm->a_layout);
+    if (gemm->b_layout != NULL) lt->cublasLtMatrixLayoutDestroy(gemm->b_layout);
+    if (gemm->d_layout != NULL) lt->cublasLtMatrixLayoutDestroy(gemm->d_layout);
+    if (gemm->desc != NULL) lt->cublasLtMatmulDescDestroy(gemm->desc);
+  }
+  memset(gemm, 0, sizeof *gemm);
+}

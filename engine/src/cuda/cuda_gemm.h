@@ -1,0 +1,105 @@
+/* LINEAR and MATMUL on cuBLASLt: everything about a GEMM that can be decided once is
+ * decided in ember_cuda_gemm_prepare (descriptors, layouts, the epilogue, the algorithm,
+ * the workspace it needs); ember_cuda_gemm_enqueue only fills in pointers and calls
+ * cublasLtMatmul on the program's stream (eagerly, or while the stream is captured into
+ * a graph).
+ *
+ * Row-major to cuBLASLt's column-major: a row-major [R, C] matrix is a column-major
+ * [C, R] one with the same bytes, so y = x·wᵀ (y [M, N]) is computed as the column-major
+ * product yᵀ [N, M] = w [N, K] · xᵀ [K, M]: cuBLASLt's A is the weight (transposed when
+ * the plan's weight is [N, K]), B is x, D is y, and the bias, of length N, runs along
+ * D's rows, which is what CUBLASLT_EPILOGUE_BIAS broadcasts. MATMUL is the same with A = b
+ * and B = a.
+ *
+ * Batches (MATMUL's leading dims, broadcast): when only `a` has them, they fold into M
+ * (one GEMM); when both have them whole, or one has none, a strided batch (stride 0 for
+ * the one without); anything else (a [2,1,..] with b [1,3,..]) is a loop of single GEMMs
+ * over the output's batch positions. */
+#ifndef EMBER_SRC_CUDA_CUDA_GEMM_H_
+#define EMBER_SRC_CUDA_CUDA_GEMM_H_
+
+#include <stdbool.h>
+
+#include "cublaslt_library.h"
+#include "kernel_params.h"
+#include "plan.h"
+
+/* What the GEMM's epilogue applies after the product (and the bias, when fused). */
+typedef enum ember_cuda_gemm_activation {
+  EMBER_CUDA_GEMM_ACT_NONE = 0,
+  EMBER_CUDA_GEMM_ACT_RELU = 1,
+  EMBER_CUDA_GEMM_ACT_GELU_TANH = 2,
+} ember_cuda_gemm_activation;
+
+typedef struct ember_cuda_gemm {
+  /* Plan tensors: cuBLASLt's A and B, the bias (EMBER_PLAN_NO_INDEX if none), and D (the
+   * op's output, or the output of the activation op fused into this GEMM). */
+  uint32_t a_tensor;
+  uint32_t b_tensor;
+  uint32_t bias_tensor;
+  uint32_t d_tensor;
+  size_t element_size;
+  uint64_t m, n, k; /* cuBLASLt's: m = N, n = M (times folded batches), k = K */
+
+  /* Done by the GEMM: bias (fused into the epilogue) and activation. What it could not
+   * fuse the executor does with a bias_act kernel after it (needs_bias_act). */
+  bool bias_fused;
+  ember_cuda_gemm_activation activation_fused;
+  bool needs_bias_act;
+  int32_t bias_act_activation; /* ember_k_unary_op, for the bias_act kernel */
+
+  /* Loop of cublasLtMatmul calls over broadcast batch positions (1 call when the batch is
+   * folded or strided). Offsets are in elements. */
+  uint64_t calls;
+  uint32_t loop_rank;
+  int64_t loop_dims[EMBER_K_MAX_RANK];
+  int64_t a_loop_strides[EMBER_K_MAX_RANK];
+  int64_t b_loop_strides[EMBER_K_MAX_RANK];
+  int64_t d_loop_strides[EMBER_K_MAX_RANK];
+
+  cublasLtMatmulDesc_t desc;
+  cublasLtMatrixLayout_t a_layout;
+  cublasLtMatrixLayout_t b_layout;
+  cublasLtMatrixLayout_t d_layout;
+  cublasLtMatmulAlgo_t algo;
+  size_t workspace_size;
+} ember_cuda_gemm;
+
+/* The minimum byte alignment ember_cuda_gemm_prepare assumes of each of a GEMM's tensors.
+ * Arena and constant tensors are what they are; inputs and outputs bound by the caller
+ * are assumed 256-byte aligned (what cudaMalloc and PyTorch's allocator give); a bound
+ * device pointer that is less aligned is staged instead (cuda_executor.c). */
+#define EMBER_CUDA_GEMM_IO_ALIGNMENT 256u
+
+/* How the executor tells prepare where a tensor lives at prepare time. */
+typedef uint64_t (*ember_cuda_gemm_address_fn)(void* context, uint32_t tensor);
+
+typedef struct ember_cuda_gemm_request {
+  const ember_plan* plan;
+  uint32_t op_index; /* the LINEAR or MATMUL op */
+  /* The activation op fused into it (RELU, or GELU with the tanh form), or
+   * EMBER_PLAN_NO_INDEX. Its output becomes D. */
+  uint32_t fused_op_index;
+  ember_cuda_gemm_address_fn address;
+  void* address_context;
+  size_t max_workspace; /* bytes the heuristic may ask for */
+} ember_cuda_gemm_request;
+
+/* Prepares `out_gemm` (zeroed first). With a fused activation that cuBLASLt has no
+ * algorithm for, it falls back to a plain GEMM and sets needs_bias_act. No algorithm at
+ * all is EMBER_UNAVAILABLE. On error everything is released. */
+ember_status* ember_cuda_gemm_prepare(const ember_cublaslt_library* lt, cublasLtHandle_t handle,
+                                      const ember_cuda_gemm_request* request,
+                                      ember_cuda_gemm* out_gemm);
+
+/* Enqueues the GEMM on `stream`: all its cublasLtMatmul calls, with these device
+ * addresses (bias 0 when there is none). The workspace holds gemm->workspace_size bytes. */
+ember_status* ember_cuda_gemm_enqueue(const ember_cublaslt_library* lt, cublasLtHandle_t handle,
+                                      const ember_cuda_gemm* gemm, uint64_t a, uint64_t b,
+                                      uint64_t bias, uint64_t d, uint64_t workspace,
+                                      CUstream stream);
+
+/* Releases the descriptors. Safe on a zeroed gemm. */
+void ember_cuda_gemm_release(const ember_cublaslt_library* lt, ember_cuda_gemm* gemm);
+
+#endif /* EMBER_SRC_CUDA_CUDA_GEMM_H_ */

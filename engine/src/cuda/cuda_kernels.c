@@ -1,0 +1,93 @@
+/* Loading the embedded kernel fatbins (cuda_kernels.h). */
+#include "cuda_kernels.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Defined by the C files that embed_binary.cmake generates. */
+#define EMBER_CUDA_FATBINS(X) \
+  X(elementwise)              \
+  X(binary)                   \
+  X(softmax)                  \
+  X(layer_norm)               \
+  X(layout)
+
+#define EMBER_CUDA_FATBIN_DECLARE(name)                 \
+  extern const unsigned char ember_fatbin_##name[];     \
+  extern const size_t ember_fatbin_##name##_size;
+EMBER_CUDA_FATBINS(EMBER_CUDA_FATBIN_DECLARE)
+#undef EMBER_CUDA_FATBIN_DECLARE
+
+enum {
+#define EMBER_CUDA_FATBIN_INDEX(name) EMBER_CUDA_MODULE_##name,
+  EMBER_CUDA_FATBINS(EMBER_CUDA_FATBIN_INDEX)
+#undef EMBER_CUDA_FATBIN_INDEX
+  EMBER_CUDA_MODULE_END
+};
+_Static_assert(EMBER_CUDA_MODULE_END == EMBER_CUDA_MODULE_COUNT, "module count");
+
+static const struct {
+  const char* name;
+  const unsigned char* image;
+} fatbins[EMBER_CUDA_MODULE_COUNT] = {
+#define EMBER_CUDA_FATBIN_ENTRY(name) {#name, ember_fatbin_##name},
+    EMBER_CUDA_FATBINS(EMBER_CUDA_FATBIN_ENTRY)
+#undef EMBER_CUDA_FATBIN_ENTRY
+};
+
+#define PER_DTYPE(id, module, stem)                   \
+  {id + 0, EMBER_CUDA_MODULE_##module, stem "_f32"},  \
+  {id + 1, EMBER_CUDA_MODULE_##module, stem "_f16"},  \
+  {id + 2, EMBER_CUDA_MODULE_##module, stem "_bf16"}
+
+static const struct {
+  int id;
+  int module;
+  const char* name;
+} kernel_names[EMBER_CUDA_KERNEL_COUNT] = {
+    PER_DTYPE(EMBER_CUDA_KERNEL_UNARY, elementwise, "ember_unary"),
+    PER_DTYPE(EMBER_CUDA_KERNEL_BIAS_ACT, elementwise, "ember_bias_act"),
+    PER_DTYPE(EMBER_CUDA_KERNEL_BINARY, binary, "ember_binary"),
+    PER_DTYPE(EMBER_CUDA_KERNEL_SOFTMAX_ROWS, softmax, "ember_softmax_rows"),
+    PER_DTYPE(EMBER_CUDA_KERNEL_SOFTMAX_STRIDED, softmax, "ember_softmax_strided"),
+    PER_DTYPE(EMBER_CUDA_KERNEL_LAYER_NORM, layer_norm, "ember_layer_norm"),
+    {EMBER_CUDA_KERNEL_PERMUTE_2, EMBER_CUDA_MODULE_layout, "ember_permute_2"},
+    {EMBER_CUDA_KERNEL_PERMUTE_4, EMBER_CUDA_MODULE_layout, "ember_permute_4"},
+    {EMBER_CUDA_KERNEL_COPY_BYTES, EMBER_CUDA_MODULE_layout, "ember_copy_bytes"},
+};
+#undef PER_DTYPE
+
+ember_status* ember_cuda_kernels_load(const ember_cuda_driver* driver,
+                                      ember_cuda_kernels* out_kernels) {
+  memset(out_kernels, 0, sizeof *out_kernels);
+  ember_status* status = NULL;
+  char call[128];
+  for (int m = 0; m < EMBER_CUDA_MODULE_COUNT && status == NULL; ++m) {
+    CUresult result = driver->cuModuleLoadData(&out_kernels->modules[m], fatbins[m].image);
+    if (result != CUDA_SUCCESS) {
+      out_kernels->modules[m] = NULL;
+      snprintf(call, sizeof call, "cuModuleLoadData(%s kernels; built for sm_80, sm_90 and "
+               "compute_90 PTX)", fatbins[m].name);
+      status = ember_cuda_status(driver, result, call);
+    }
+  }
+  for (int k = 0; k < EMBER_CUDA_KERNEL_COUNT && status == NULL; ++k) {
+    const int id = kernel_names[k].id;
+    CUresult result = driver->cuModuleGetFunction(
+        &out_kernels->functions[id], out_kernels->modules[kernel_names[k].module],
+        kernel_names[k].name);
+    if (result != CUDA_SUCCESS) {
+      snprintf(call, sizeof call, "cuModuleGetFunction(%s)", kernel_names[k].name);
+      status = ember_cuda_status(driver, result, call);
+    }
+  }
+  if (status != NULL) ember_cuda_kernels_unload(driver, out_kernels);
+  return status;
+}
+
+void ember_cuda_kernels_unload(const ember_cuda_driver* driver, ember_cuda_kernels* kernels) {
+  for (int m = 0; m < EMBER_CUDA_MODULE_COUNT; ++m) {
+    if (kernels->modules[m] != NULL) driver->cuModuleUnload(kernels->modules[m]);
+  }
+  memset(kernels, 0, sizeof *kernels);
+}

@@ -1,0 +1,47 @@
+/* Ember's own CUDA kernels: the fatbins embedded in the library (one per .cu file under
+ * kernels/, built by nvcc for sm_80 and sm_90 with compute_90 PTX, turned into C arrays
+ * by embed_binary.cmake), loaded as modules, and every entry point looked up by name.
+ *
+ * A program loads its own modules in prepare (cuModuleLoadData, in its context) and
+ * unloads them in destroy, so nothing about kernels is process-global. */
+#ifndef EMBER_SRC_CUDA_CUDA_KERNELS_H_
+#define EMBER_SRC_CUDA_CUDA_KERNELS_H_
+
+#include "cuda_driver.h"
+
+/* Kernels that exist once per float dtype are consecutive: base + dtype index
+ * (ember_cuda_dtype_index). */
+typedef enum ember_cuda_kernel_id {
+  EMBER_CUDA_KERNEL_UNARY = 0, /* + dtype */
+  EMBER_CUDA_KERNEL_BIAS_ACT = 3,
+  EMBER_CUDA_KERNEL_BINARY = 6,
+  EMBER_CUDA_KERNEL_SOFTMAX_ROWS = 9,
+  EMBER_CUDA_KERNEL_SOFTMAX_STRIDED = 12,
+  EMBER_CUDA_KERNEL_LAYER_NORM = 15,
+  EMBER_CUDA_KERNEL_PERMUTE_2 = 18,
+  EMBER_CUDA_KERNEL_PERMUTE_4 = 19,
+  EMBER_CUDA_KERNEL_COPY_BYTES = 20,
+  EMBER_CUDA_KERNEL_COUNT = 21,
+} ember_cuda_kernel_id;
+
+#define EMBER_CUDA_MODULE_COUNT 5
+
+typedef struct ember_cuda_kernels {
+  CUmodule modules[EMBER_CUDA_MODULE_COUNT];
+  CUfunction functions[EMBER_CUDA_KERNEL_COUNT];
+} ember_cuda_kernels;
+
+/* Loads every module into the current context and resolves every kernel. On error
+ * nothing stays loaded. A device the fatbins have no code for gives EMBER_UNAVAILABLE. */
+ember_status* ember_cuda_kernels_load(const ember_cuda_driver* driver,
+                                      ember_cuda_kernels* out_kernels);
+
+/* Unloads what ember_cuda_kernels_load loaded (in the current context); zeroes it. */
+void ember_cuda_kernels_unload(const ember_cuda_driver* driver, ember_cuda_kernels* kernels);
+
+/* 0 float32, 1 float16, 2 bfloat16. Only called with a float dtype (verified plans). */
+static inline uint32_t ember_cuda_dtype_index(ember_dtype dtype) {
+  return dtype == EMBER_DTYPE_FLOAT16 ? 1u : dtype == EMBER_DTYPE_BFLOAT16 ? 2u : 0u;
+}
+
+#endif /* EMBER_SRC_CUDA_CUDA_KERNELS_H_ */

@@ -1,0 +1,130 @@
+/* What every Ember kernel shares: element loads and stores that widen float16 and
+ * bfloat16 to float32 and round once on store (round-to-nearest-even, as the CPU
+ * reference executor does), the activation functions, and block-wide reductions.
+ *
+ * Kernels are plain functions of one parameter struct (kernel_params.h) with C linkage,
+ * so the host finds them by name with cuModuleGetFunction. EMBER_K_FOR_EACH_DTYPE stamps
+ * out the _f32, _f16 and _bf16 entry points from one template. */
+#ifndef EMBER_SRC_CUDA_KERNELS_KERNEL_COMMON_CUH_
+#define EMBER_SRC_CUDA_KERNELS_KERNEL_COMMON_CUH_
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#include "../kernel_params.h"
+
+namespace ember {
+
+template <typename T>
+struct Element;
+
+template <>
+struct Element<float> {
+  static __device__ __forceinline__ float load(const float* p) { return *p; }
+  static __device__ __forceinline__ void store(float* p, float v) { *p = v; }
+};
+
+template <>
+struct Element<__half> {
+  static __device__ __forceinline__ float load(const __half* p) { return __half2float(*p); }
+  static __device__ __forceinline__ void store(__half* p, float v) { *p = __float2half_rn(v); }
+};
+
+template <>
+struct Element<__nv_bfloat16> {
+  static __device__ __forceinline__ float load(const __nv_bfloat16* p) {
+    return __bfloat162float(*p);
+  }
+  static __device__ __forceinline__ void store(__nv_bfloat16* p, float v) {
+    *p = __float2bfloat16_rn(v);
+  }
+};
+
+template <typename T>
+__device__ __forceinline__ float load(uint64_t base, int64_t index) {
+  return Element<T>::load(reinterpret_cast<const T*>(base) + index);
+}
+
+template <typename T>
+__device__ __forceinline__ void store(uint64_t base, int64_t index, float value) {
+  Element<T>::store(reinterpret_cast<T*>(base) + index, value);
+}
+
+/* The same formulas as cpu_ops_elementwise.c, in float32. */
+__device__ __forceinline__ float activate(int op, float x) {
+  switch (op) {
+    case EMBER_K_UNARY_RELU:
+      return x < 0.0f ? 0.0f : x; /* NaN passes through, as on the CPU and in PyTorch */
+    case EMBER_K_UNARY_GELU_ERF:
+      return 0.5f * x * (1.0f + erff(x * 0.70710678118654752440f));
+    case EMBER_K_UNARY_GELU_TANH:
+      return 0.5f * x * (1.0f + tanhf(0.79788456080286535588f * (x + 0.044715f * x * x * x)));
+    case EMBER_K_UNARY_SIGMOID:
+      return 1.0f / (1.0f + expf(-x));
+    case EMBER_K_UNARY_TANH:
+      return tanhf(x);
+    case EMBER_K_UNARY_SILU:
+      return x / (1.0f + expf(-x));
+    default:
+      return x;
+  }
+}
+
+/* A grid-stride loop index: kernels are launched with a bounded grid and loop. */
+__device__ __forceinline__ int64_t global_thread() {
+  return (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+}
+__device__ __forceinline__ int64_t global_stride() { return (int64_t)gridDim.x * blockDim.x; }
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  }
+  return v;
+}
+
+/* Block-wide sum / max; every thread gets the result. `scratch` holds 32 floats. The
+ * leading barrier lets a block call these back to back with the same scratch. */
+__device__ __forceinline__ float block_sum(float v, float* scratch) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int warps = (blockDim.x + 31) >> 5;
+  v = warp_sum(v);
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = lane < warps ? scratch[lane] : 0.0f;
+  return warp_sum(v);
+}
+
+__device__ __forceinline__ float block_max(float v, float* scratch) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int warps = (blockDim.x + 31) >> 5;
+  v = warp_max(v);
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = lane < warps ? scratch[lane] : __int_as_float(0xff800000u); /* -inf */
+  return warp_max(v);
+}
+
+}  // namespace ember
+
+/* Defines NAME_f32, NAME_f16 and NAME_bf16 as kernels calling TEMPLATE<T>(p). */
+#define EMBER_K_FOR_EACH_DTYPE(NAME, TEMPLATE, PARAMS)                                    \
+  extern "C" __global__ void __launch_bounds__(EMBER_K_BLOCK) NAME##_f32(const PARAMS p) { \
+    TEMPLATE<float>(p);                                                                   \
+  }                                                                                       \
+  extern "C" __global__ void __launch_bounds__(EMBER_K_BLOCK) NAME##_f16(const PARAMS p) { \
+    TEMPLATE<__half>(p);                                                                  \
+  }                                                                                       \
+  extern "C" __global__ void __launch_bounds__(EMBER_K_BLOCK) NAME##_bf16(const PARAMS p) { \
+    TEMPLATE<__nv_bfloat16>(p);                                                           \
+  }
+
+#endif /* EMBER_SRC_CUDA_KERNELS_KERNEL_COMMON_CUH_ */

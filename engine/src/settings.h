@@ -1,0 +1,31 @@
+/* Process-wide settings from the environment, read once (pthread_once) in this one place
+ * and never again, so behaviour cannot change under a running program and no other file
+ * calls getenv.
+ *
+ *   EMBER_EXECUTOR=cpu|cuda|auto   forces the executor of every program created after
+ *                                  it is read, over ember_program_options.executor.
+ *   EMBER_CUDA_GRAPHS=0|1          0: the CUDA executor launches each step on its stream
+ *                                  instead of replaying a CUDA graph (default 1). For
+ *                                  debugging and measurement.
+ *
+ * An unrecognized value is not guessed at: program creation reports it (invalid_message). */
+#ifndef EMBER_SRC_SETTINGS_H_
+#define EMBER_SRC_SETTINGS_H_
+
+#include <stdbool.h>
+
+#include "ember/ember.h"
+
+typedef struct ember_settings {
+  /* Whether EMBER_EXECUTOR was set (to a valid value), and to what. */
+  bool executor_forced;
+  ember_executor_kind executor;
+  bool cuda_graphs;
+  /* Non-empty when a variable holds a value that means nothing: the error to report. */
+  char invalid_message[160];
+} ember_settings;
+
+/* The settings, read on first call. Never NULL; valid for the life of the process. */
+const ember_settings* ember_settings_get(void);
+
+#endif /* EMBER_SRC_SETTINGS_H_ */

@@ -1,0 +1,597 @@
+/* The CUDA executor against the CPU reference executor, op by op and program by program
+ * (ggml's test-backend-ops is the model): every plan that make_cuda_op_plans.py wrote
+ * runs on both executors with the same random inputs, and each output must agree within
+ * a normalized mean squared error bound per dtype. Then the binding paths: host inputs
+ * and outputs (staged; the copy counters grow by exactly the bytes), device inputs and
+ * outputs allocated here with the driver API (used in place; the counters do not move),
+ * pointers that change between runs (graph updates), and device pointers too little
+ * aligned for the GEMMs (staged on the device).
+ *
+ * Without an NVIDIA driver, a device, or cuBLASLt, the test prints why and exits with
+ * 77, which ctest reports as skipped (SKIP_RETURN_CODE), so CI without a GPU stays green.
+ *
+ * Usage: test_cuda_ops DATA_DIR [FILTER]
+ *   DATA_DIR/cases.txt and DATA_DIR/<case>.plan; with FILTER, only the cases whose name
+ *   contains it (tools/gpu_check.sh runs a subset under compute-sanitizer). */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cublaslt_library.h"
+#include "cuda_driver.h"
+#include "cuda_executor.h"
+#include "float_formats.h"
+#include "program_internal.h"
+#include "test_support.h"
+
+#define SKIP_EXIT_CODE 77
+
+static int g_checks;
+static bool counted(bool ok) {
+  ++g_checks;
+  return ok;
+}
+#define COUNT(x) counted(x)
+/* CHECK as an expression: counts, records a failure, evaluates to whether it held. */
+#define EXPECT(cond, ...) \
+  counted((cond) ? true : (test_fail(__FILE__, __LINE__, __VA_ARGS__), false))
+
+static const ember_cuda_driver* g_driver;
+static CUcontext g_context;
+
+/* ---- values ------------------------------------------------------------------------- */
+
+static uint64_t g_rng;
+static double next_uniform(double low, double high) {
+  g_rng ^= g_rng << 13;
+  g_rng ^= g_rng >> 7;
+  g_rng ^= g_rng << 17;
+  return low + (high - low) * (double)(g_rng >> 11) / 9007199254740992.0;
+}
+
+static double load_value(const void* data, ember_dtype dtype, size_t i) {
+  if (dtype == EMBER_DTYPE_FLOAT32) {
+    float v;
+    memcpy(&v, (const uint8_t*)data + 4 * i, 4);
+    return v;
+  }
+  uint16_t bits;
+  memcpy(&bits, (const uint8_t*)data + 2 * i, 2);
+  return dtype == EMBER_DTYPE_FLOAT16 ? ember_f16_to_f32(bits) : ember_bf16_to_f32(bits);
+}
+
+static void store_value(void* data, ember_dtype dtype, size_t i, double value) {
+  const float f = (float)value;
+  if (dtype == EMBER_DTYPE_FLOAT32) {
+    memcpy((uint8_t*)data + 4 * i, &f, 4);
+    return;
+  }
+  const uint16_t bits = dtype == EMBER_DTYPE_FLOAT16 ? ember_f32_to_f16(f) : ember_f32_to_bf16(f);
+  memcpy((uint8_t*)data + 2 * i, &bits, 2);
+}
+
+/* Normalized mean squared error bound per dtype: about a quarter of an ulp squared, on
+ * average over the elements, so a kernel that is off by an ulp here and there passes and
+ * one that computes something else does not. */
+static double nmse_bound(ember_dtype dtype) {
+  switch (dtype) {
+    case EMBER_DTYPE_FLOAT32: return 1e-10;
+    case EMBER_DTYPE_FLOAT16: return 1e-6;
+    default: return 3e-5;
+  }
+}
+
+typedef struct compare_result {
+  double nmse;
+  double max_abs;
+  size_t bad_specials; /* NaN or infinity on one side only, or of another sign */
+} compare_result;
+
+static compare_result compare_values(const void* expected, const void* actual,
+                                     ember_dtype dtype, size_t count) {
+  compare_result r = {0.0, 0.0, 0};
+  double err = 0.0, norm = 0.0;
+  for (size_t i = 0; i < count; ++i) {
+    const double e = load_value(expected, dtype, i), a = load_value(actual, dtype, i);
+    if (!isfinite(e) || !isfinite(a)) {
+      if (!(isnan(e) && isnan(a)) && e != a) ++r.bad_specials;
+      continue;
+    }
+    err += (a - e) * (a - e);
+    norm += e * e;
+    if (fabs(a - e) > r.max_abs) r.max_abs = fabs(a - e);
+  }
+  r.nmse = norm > 0.0 ? err / norm : err;
+  return r;
+}
+
+/* ---- programs ----------------------------------------------------------------------- */
+
+typedef struct buffers {
+  size_t count;
+  void** data;
+  ember_tensor_binding* bindings;
+} buffers;
+
+static ember_tensor_binding binding_for(const ember_tensor_info* info, void* data) {
+  ember_tensor_binding b;
+  memset(&b, 0, sizeof b);
+  b.data = data;
+  b.nbytes = info->nbytes;
+  b.dtype = info->dtype;
+  b.rank = info->rank;
+  b.dims = info->dims;
+  return b;
+}
+
+/* Host buffers for a program's inputs (random in [low, high]) or outputs (a pattern). The
+ * infos (and so the dims the bindings point at) live in `infos`. */
+static buffers host_buffers(const ember_program* program, bool inputs, ember_tensor_info* infos,
+                            double low, double high) {
+  buffers b;
+  b.count = inputs ? ember_program_input_count(program) : ember_program_output_count(program);
+  b.data = calloc(b.count + 1, sizeof(void*));
+  b.bindings = calloc(b.count + 1, sizeof(ember_tensor_binding));
+  for (size_t i = 0; i < b.count; ++i) {
+    ember_status* s = inputs ? ember_program_input_info(program, i, &infos[i])
+                             : ember_program_output_info(program, i, &infos[i]);
+    if (s != NULL) abort();
+    b.data[i] = malloc(infos[i].nbytes + 1);
+    const size_t n = infos[i].nbytes / ember_dtype_size(infos[i].dtype);
+    if (inputs) {
+      for (size_t k = 0; k < n; ++k) store_value(b.data[i], infos[i].dtype, k, next_uniform(low, high));
+    } else {
+      memset(b.data[i], 0xA5, infos[i].nbytes + 1);
+    }
+    b.bindings[i] = binding_for(&infos[i], infos[i].nbytes == 0 ? NULL : b.data[i]);
+  }
+  return b;
+}
+
+static void free_buffers(buffers* b) {
+  for (size_t i = 0; i < b->count; ++i) free(b->data[i]);
+  free(b->data);
+  free(b->bindings);
+}
+
+static ember_status* create(const uint8_t* plan, size_t size, ember_executor_kind kind,
+                            ember_program** out) {
+  ember_program_options options;
+  ember_program_options_initialize(&options);
+  options.executor = kind;
+  return ember_program_create(plan, size, &options, out);
+}
+
+/* Compares every output of two runs; returns whether all are within bounds. */
+static bool compare_outputs(const char* name, const ember_tensor_info* infos, size_t count,
+                            void* const* expected, void* const* actual, bool verbose) {
+  bool ok = true;
+  for (size_t o = 0; o < count; ++o) {
+    const size_t n = infos[o].nbytes / ember_dtype_size(infos[o].dtype);
+    compare_result r = compare_values(expected[o], actual[o], infos[o].dtype, n);
+    const bool pass = r.nmse <= nmse_bound(infos[o].dtype) && r.bad_specials == 0;
+    if (verbose || !pass) {
+      printf("  %-34s out%zu %-8s n=%-7zu nmse=%.3e max_abs=%.3e %s\n", name, o,
+             ember_dtype_name(infos[o].dtype), n, r.nmse, r.max_abs, pass ? "ok" : "FAIL");
+    }
+    EXPECT(pass, "%s output %zu: nmse %.3e (bound %.1e), max abs error %.3e, %zu "
+                "mismatched NaN/inf", name, o, r.nmse, nmse_bound(infos[o].dtype), r.max_abs,
+                r.bad_specials);
+    ok = ok && pass;
+  }
+  return ok;
+}
+
+static uint64_t hash_name(const char* s) {
+  uint64_t h = 1469598103934665603ull;
+  for (; *s; ++s) h = (h ^ (uint8_t)*s) * 1099511628211ull;
+  return h | 1u;
+}
+
+static ember_cuda_executor_info info_of(const ember_program* program) {
+  ember_cuda_executor_info info;
+  ember_cuda_executor_get_info(program->executor, &info);
+  return info;
+}
+
+/* Cases whose GEMM + activation pairs must (or must not) be fused into the cuBLASLt
+ * epilogue: the activations each must show fused, and how many of their outputs had to
+ * move off bytes the memory plan shares with the GEMM's input. */
+static const struct {
+  const char* prefix;
+  uint32_t fused_activations;
+  uint32_t relocated;
+} kFusion[] = {
+    {"linear_relu_", 1, 0},       {"linear_gelu_tanh_", 1, 0}, {"matmul_relu_", 1, 0},
+    {"mlp_", 2, 1},               /* two of its three GELUs are the tanh form */
+    {"linear_gelu_erf_", 0, 0},   /* cuBLASLt's GELU is the tanh form */
+    {"linear_gelu_reuse_", 1, 1}, /* the activation's output overlaps the GEMM's input */
+    {"linear_two_readers_", 0, 0},
+};
+
+static size_t g_cases_passed, g_cases_run;
+static ember_cuda_executor_info g_totals;
+static double g_worst_nmse[4];
+
+static void run_op_case(const char* dir, const char* name, double low, double high) {
+  char* path = test_join(dir, name, ".plan");
+  size_t size;
+  uint8_t* plan = test_read_file(path, &size);
+  free(path);
+  ember_program* cpu = NULL;
+  ember_program* gpu = NULL;
+  ++g_cases_run;
+  if (!COUNT(CHECK_OK(create(plan, size, EMBER_EXECUTOR_CPU, &cpu))) ||
+      !COUNT(CHECK_OK(create(plan, size, EMBER_EXECUTOR_CUDA, &gpu)))) {
+    printf("  %-34s FAIL (create)\n", name);
+    ember_program_destroy(cpu);
+    free(plan);
+    return;
+  }
+  EXPECT(ember_program_executor(gpu) == EMBER_EXECUTOR_CUDA, "%s: executor", name);
+  const ember_cuda_executor_info info = info_of(gpu);
+  g_totals.steps += info.steps;
+  g_totals.gemms += info.gemms;
+  g_totals.fused_biases += info.fused_biases;
+  g_totals.fused_activations += info.fused_activations;
+  g_totals.bias_act_kernels += info.bias_act_kernels;
+  for (size_t f = 0; f < sizeof kFusion / sizeof kFusion[0]; ++f) {
+    if (strncmp(name, kFusion[f].prefix, strlen(kFusion[f].prefix)) == 0) {
+      EXPECT(info.fused_activations == kFusion[f].fused_activations &&
+                 info.relocated_tensors == kFusion[f].relocated,
+             "%s: %u activations fused into GEMM epilogues (%u relocated), expected %u (%u)",
+             name, info.fused_activations, info.relocated_tensors,
+             kFusion[f].fused_activations, kFusion[f].relocated);
+    }
+  }
+  g_rng = hash_name(name);
+  ember_tensor_info in_info[16], out_info[16];
+  buffers in = host_buffers(cpu, true, in_info, low, high);
+  buffers cpu_out = host_buffers(cpu, false, out_info, 0, 0);
+  buffers gpu_out = host_buffers(gpu, false, out_info, 0, 0);
+  bool ok = COUNT(CHECK_OK(ember_program_run(cpu, in.bindings, in.count, cpu_out.bindings,
+                                             cpu_out.count)));
+  ok = COUNT(CHECK_OK(ember_program_run(gpu, in.bindings, in.count, gpu_out.bindings,
+                                        gpu_out.count))) && ok;
+  if (ok) {
+    ok = compare_outputs(name, out_info, cpu_out.count, cpu_out.data, gpu_out.data, false);
+    for (size_t o = 0; o < cpu_out.count; ++o) {
+      const size_t n = out_info[o].nbytes / ember_dtype_size(out_info[o].dtype);
+      compare_result r = compare_values(cpu_out.data[o], gpu_out.data[o], out_info[o].dtype, n);
+      if (r.nmse > g_worst_nmse[out_info[o].dtype]) g_worst_nmse[out_info[o].dtype] = r.nmse;
+    }
+    /* A second run replays the graph: the same bits again. */
+    buffers again = host_buffers(gpu, false, out_info, 0, 0);
+    if (COUNT(CHECK_OK(ember_program_run(gpu, in.bindings, in.count, again.bindings,
+                                         again.count)))) {
+      for (size_t o = 0; o < again.count; ++o) {
+        if (memcmp(again.data[o], gpu_out.data[o], out_info[o].nbytes) != 0) {
+          printf("  %-34s note: output %zu differs between two runs (not bitwise "
+                 "deterministic)\n", name, o);
+        }
+      }
+    }
+    free_buffers(&again);
+  }
+  if (ok) ++g_cases_passed;
+  free_buffers(&in);
+  free_buffers(&cpu_out);
+  free_buffers(&gpu_out);
+  ember_program_destroy(gpu);
+  ember_program_destroy(cpu);
+  free(plan);
+}
+
+/* ---- binding paths ------------------------------------------------------------------ */
+
+static bool cu_ok(CUresult result, const char* what) {
+  if (result == CUDA_SUCCESS) return true;
+  const char* name = NULL;
+  g_driver->cuGetErrorName(result, &name);
+  test_fail(__FILE__, __LINE__, "%s failed: %s", what, name != NULL ? name : "?");
+  return false;
+}
+
+typedef struct device_set {
+  size_t count;
+  CUdeviceptr blocks[16];
+  void* data[16];
+  ember_tensor_binding bindings[16];
+} device_set;
+
+/* Device buffers for each tensor, `offset` bytes into an allocation of its own. */
+static void device_buffers(const ember_tensor_info* infos, size_t count, size_t offset,
+                           device_set* out) {
+  memset(out, 0, sizeof *out);
+  out->count = count;
+  for (size_t i = 0; i < count; ++i) {
+    if (!cu_ok(g_driver->cuMemAlloc(&out->blocks[i], infos[i].nbytes + offset + 256),
+               "cuMemAlloc")) {
+      abort();
+    }
+    out->data[i] = (void*)(uintptr_t)(out->blocks[i] + offset);
+    out->bindings[i] = binding_for(&infos[i], infos[i].nbytes == 0 ? NULL : out->data[i]);
+  }
+}
+
+static void free_device(device_set* set) {
+  for (size_t i = 0; i < set->count; ++i) g_driver->cuMemFree(set->blocks[i]);
+}
+
+static void upload(device_set* set, const buffers* host) {
+  for (size_t i = 0; i < set->count; ++i) {
+    if (host->bindings[i].nbytes == 0) continue;
+    cu_ok(g_driver->cuMemcpyHtoDAsync((CUdeviceptr)(uintptr_t)set->data[i], host->data[i],
+                                      host->bindings[i].nbytes, NULL),
+          "cuMemcpyHtoDAsync");
+  }
+  cu_ok(g_driver->cuStreamSynchronize(NULL), "cuStreamSynchronize");
+}
+
+static void download(buffers* host, const device_set* set) {
+  for (size_t i = 0; i < set->count; ++i) {
+    if (host->bindings[i].nbytes == 0) continue;
+    cu_ok(g_driver->cuMemcpyDtoHAsync(host->data[i], (CUdeviceptr)(uintptr_t)set->data[i],
+                                      host->bindings[i].nbytes, NULL),
+          "cuMemcpyDtoHAsync");
+  }
+  cu_ok(g_driver->cuStreamSynchronize(NULL), "cuStreamSynchronize");
+}
+
+static size_t total_bytes(const ember_tensor_info* infos, size_t count) {
+  size_t total = 0;
+  for (size_t i = 0; i < count; ++i) total += infos[i].nbytes;
+  return total;
+}
+
+static void expect_stats_delta(ember_program* program, ember_program_stats* before,
+                               uint64_t h2d, uint64_t d2h, const char* what) {
+  ember_program_stats now;
+  ember_program_get_stats(program, &now);
+  EXPECT(now.runs == before->runs + 1, "%s: runs %" PRIu64 " -> %" PRIu64, what,
+              before->runs, now.runs);
+  EXPECT(now.bytes_host_to_device - before->bytes_host_to_device == h2d,
+              "%s: %" PRIu64 " bytes host->device, expected %" PRIu64, what,
+              now.bytes_host_to_device - before->bytes_host_to_device, h2d);
+  EXPECT(now.bytes_device_to_host - before->bytes_device_to_host == d2h,
+              "%s: %" PRIu64 " bytes device->host, expected %" PRIu64, what,
+              now.bytes_device_to_host - before->bytes_device_to_host, d2h);
+  printf("  %-34s runs=%" PRIu64 " h2d=+%" PRIu64 " d2h=+%" PRIu64 "\n", what, now.runs,
+         now.bytes_host_to_device - before->bytes_host_to_device,
+         now.bytes_device_to_host - before->bytes_device_to_host);
+  *before = now;
+}
+
+/* Host, device, changed device pointers, misaligned device pointers, mixed, host again:
+ * each result equal to the CPU's, each run's copies counted exactly. */
+static void run_binding_case(const char* dir, const char* name) {
+  char* path = test_join(dir, name, ".plan");
+  size_t size;
+  uint8_t* plan = test_read_file(path, &size);
+  free(path);
+  ember_program* cpu = NULL;
+  ember_program* gpu = NULL;
+  if (!COUNT(CHECK_OK(create(plan, size, EMBER_EXECUTOR_CPU, &cpu))) ||
+      !COUNT(CHECK_OK(create(plan, size, EMBER_EXECUTOR_CUDA, &gpu)))) {
+    ember_program_destroy(cpu);
+    free(plan);
+    return;
+  }
+  g_rng = hash_name(name) ^ 0x5555u;
+  ember_tensor_info in_info[16], out_info[16];
+  buffers in = host_buffers(cpu, true, in_info, -1.0, 1.0);
+  buffers expected = host_buffers(cpu, false, out_info, 0, 0);
+  buffers got = host_buffers(gpu, false, out_info, 0, 0);
+  const size_t in_bytes = total_bytes(in_info, in.count);
+  const size_t out_bytes = total_bytes(out_info, expected.count);
+  char what[96];
+  ember_program_stats stats;
+  ember_program_get_stats(cpu, &stats);
+  EXPECT(stats.runs == 0 && stats.bytes_host_to_device == 0 &&
+              stats.bytes_device_to_host == 0, "%s: fresh CPU program stats not zero", name);
+  COUNT(CHECK_OK(ember_program_run(cpu, in.bindings, in.count, expected.bindings, expected.count)));
+  ember_program_get_stats(cpu, &stats);
+  EXPECT(stats.runs == 1 && stats.bytes_host_to_device == 0 &&
+              stats.bytes_device_to_host == 0, "%s: CPU program copies", name);
+
+  ember_program_get_stats(gpu, &stats);
+  EXPECT(stats.runs == 0 && stats.bytes_host_to_device == 0, "%s: fresh stats", name);
+
+  /* 1. Host memory: staged, counted. */
+  snprintf(what, sizeof what, "%s host", name);
+  COUNT(CHECK_OK(ember_program_run(gpu, in.bindings, in.count, got.bindings, got.count)));
+  expect_stats_delta(gpu, &stats, in_bytes, out_bytes, what);
+  compare_outputs(what, out_info, got.count, expected.data, got.data, true);
+
+  /* 2. Device memory: in place, nothing copied. Two sets, alternated, so the graph is
+   * updated both ways; then misaligned pointers (staged on the device). */
+  device_set din[3], dout[3];
+  const size_t offsets[3] = {0, 0, 16};
+  const char* labels[3] = {"device A", "device B", "device +16B"};
+  for (int s = 0; s < 3; ++s) {
+    device_buffers(in_info, in.count, offsets[s], &din[s]);
+    device_buffers(out_info, got.count, offsets[s], &dout[s]);
+    upload(&din[s], &in);
+  }
+  const int order[5] = {0, 1, 0, 2, 1};
+  for (int k = 0; k < 5; ++k) {
+    const int s = order[k];
+    snprintf(what, sizeof what, "%s %s", name, labels[s]);
+    for (size_t o = 0; o < got.count; ++o) memset(got.data[o], 0xA5, out_info[o].nbytes);
+    /* Poison the first output; the legacy stream does not order itself with the
+     * program's non-blocking stream, so wait for it. */
+    cu_ok(g_driver->cuMemsetD8Async(dout[s].blocks[0], 0xA5, out_info[0].nbytes + 16, NULL),
+          "cuMemsetD8Async");
+    cu_ok(g_driver->cuStreamSynchronize(NULL), "cuStreamSynchronize");
+    COUNT(CHECK_OK(ember_program_run(gpu, din[s].bindings, in.count, dout[s].bindings,
+                                     got.count)));
+    expect_stats_delta(gpu, &stats, 0, 0, what);
+    download(&got, &dout[s]);
+    compare_outputs(what, out_info, got.count, expected.data, got.data, true);
+  }
+
+  /* The pointer changes were handled by updating graph nodes, never by a rebuild. */
+  ember_cuda_executor_info info = info_of(gpu);
+  printf("  %-34s graph=%d node updates=%" PRIu64 " rebuilds=%" PRIu64 "\n", name,
+         (int)info.graph, info.graph_node_updates, info.graph_rebuilds);
+  if (info.graph) {
+    EXPECT(info.graph_node_updates > 0 && info.graph_rebuilds == 0,
+           "%s: %" PRIu64 " graph node updates, %" PRIu64 " rebuilds", name,
+           info.graph_node_updates, info.graph_rebuilds);
+  }
+
+  /* 3. Device inputs, host outputs: only the outputs are copied. */
+  snprintf(what, sizeof what, "%s device in, host out", name);
+  for (size_t o = 0; o < got.count; ++o) memset(got.data[o], 0xA5, out_info[o].nbytes);
+  COUNT(CHECK_OK(ember_program_run(gpu, din[1].bindings, in.count, got.bindings, got.count)));
+  expect_stats_delta(gpu, &stats, 0, out_bytes, what);
+  compare_outputs(what, out_info, got.count, expected.data, got.data, true);
+
+  /* 4. Host again. */
+  snprintf(what, sizeof what, "%s host again", name);
+  for (size_t o = 0; o < got.count; ++o) memset(got.data[o], 0xA5, out_info[o].nbytes);
+  COUNT(CHECK_OK(ember_program_run(gpu, in.bindings, in.count, got.bindings, got.count)));
+  expect_stats_delta(gpu, &stats, in_bytes, out_bytes, what);
+  compare_outputs(what, out_info, got.count, expected.data, got.data, true);
+
+  for (int s = 0; s < 3; ++s) {
+    free_device(&din[s]);
+    free_device(&dout[s]);
+  }
+  free_buffers(&in);
+  free_buffers(&expected);
+  free_buffers(&got);
+  ember_program_destroy(gpu);
+  ember_program_destroy(cpu);
+  free(plan);
+}
+
+static double now_us(void) {
+  struct timespec t;
+  timespec_get(&t, TIME_UTC);
+  return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
+}
+
+/* Not a check: how long one run takes with device-resident inputs and outputs (the
+ * host's work per call plus the GPU's), printed for the record. */
+static void time_case(const char* dir, const char* name, int iterations) {
+  char* path = test_join(dir, name, ".plan");
+  size_t size;
+  uint8_t* plan = test_read_file(path, &size);
+  free(path);
+  ember_program* gpu = NULL;
+  if (!COUNT(CHECK_OK(create(plan, size, EMBER_EXECUTOR_CUDA, &gpu)))) {
+    free(plan);
+    return;
+  }
+  ember_tensor_info in_info[16], out_info[16];
+  buffers in = host_buffers(gpu, true, in_info, -1.0, 1.0);
+  buffers out = host_buffers(gpu, false, out_info, 0, 0);
+  device_set din, dout;
+  device_buffers(in_info, in.count, 0, &din);
+  device_buffers(out_info, out.count, 0, &dout);
+  upload(&din, &in);
+  double best = 1e30, total = 0.0;
+  for (int i = 0; i < iterations + 10; ++i) {
+    const double start = now_us();
+    if (!COUNT(CHECK_OK(ember_program_run(gpu, din.bindings, in.count, dout.bindings,
+                                          out.count)))) {
+      break;
+    }
+    const double took = now_us() - start;
+    if (i >= 10) { /* after warm-up */
+      total += took;
+      if (took < best) best = took;
+    }
+  }
+  const ember_cuda_executor_info info = info_of(gpu);
+  printf("timing %-34s device-resident run: mean %.1f us, best %.1f us over %d runs "
+         "(%u steps, %u fused activations, %u relocated, graph %d)\n",
+         name, total / iterations, best, iterations, info.steps, info.fused_activations,
+         info.relocated_tensors, (int)info.graph);
+  free_device(&din);
+  free_device(&dout);
+  free_buffers(&in);
+  free_buffers(&out);
+  ember_program_destroy(gpu);
+  free(plan);
+}
+
+int main(int argc, char** argv) {
+  if (argc != 2 && argc != 3) {
+    fprintf(stderr, "usage: %s DATA_DIR [FILTER]\n", argv[0]);
+    return 2;
+  }
+  const char* filter = argc == 3 ? argv[2] : "";
+  ember_status* status = ember_cuda_driver_get(&g_driver);
+  if (status != NULL) {
+    printf("SKIP test_cuda_ops: %s\n", ember_status_message(status));
+    ember_status_free(status);
+    return SKIP_EXIT_CODE;
+  }
+  const ember_cublaslt_library* lt;
+  status = ember_cublaslt_library_get(&lt);
+  if (status != NULL) {
+    printf("SKIP test_cuda_ops: %s\n", ember_status_message(status));
+    ember_status_free(status);
+    return SKIP_EXIT_CODE;
+  }
+  CUdevice device;
+  char device_name[128] = "?";
+  if (!cu_ok(g_driver->cuDeviceGet(&device, 0), "cuDeviceGet") ||
+      !cu_ok(g_driver->cuDevicePrimaryCtxRetain(&g_context, device), "cuDevicePrimaryCtxRetain") ||
+      !cu_ok(g_driver->cuCtxPushCurrent(g_context), "cuCtxPushCurrent")) {
+    return 1;
+  }
+  g_driver->cuDeviceGetName(device_name, (int)sizeof device_name, device);
+  printf("test_cuda_ops: device 0 %s, driver %d, cuBLASLt %zu\n", device_name,
+         g_driver->driver_version, lt->version);
+
+  const char* dir = argv[1];
+  char* list = test_join(dir, "cases.txt", "");
+  size_t count;
+  char** lines = test_read_lines(list, &count);
+  free(list);
+  for (size_t i = 0; i < count; ++i) {
+    char name[128];
+    double low, high;
+    if (sscanf(lines[i], "%127s %lf %lf", name, &low, &high) != 3) {
+      EXPECT(false, "bad line in cases.txt: %s", lines[i]);
+      continue;
+    }
+    if (strstr(name, filter) != NULL) run_op_case(dir, name, low, high);
+  }
+  test_free_lines(lines, count);
+  printf("op cases: %zu of %zu agree with the CPU; worst nmse f32 %.2e f16 %.2e bf16 %.2e\n",
+         g_cases_passed, g_cases_run, g_worst_nmse[EMBER_DTYPE_FLOAT32],
+         g_worst_nmse[EMBER_DTYPE_FLOAT16], g_worst_nmse[EMBER_DTYPE_BFLOAT16]);
+  printf("op cases: %u steps, %u GEMMs, %u biases and %u activations fused into cuBLASLt "
+         "epilogues, %u bias_act kernels\n",
+         g_totals.steps, g_totals.gemms, g_totals.fused_biases, g_totals.fused_activations,
+         g_totals.bias_act_kernels);
+
+  static const char* binding_cases[] = {"mlp_f32", "outputs_f32", "linear_bias_input_f16",
+                                        "attention_bf16", "linear_gelu_tanh_out_f32"};
+  for (size_t i = 0; i < sizeof binding_cases / sizeof binding_cases[0]; ++i) {
+    if (strstr(binding_cases[i], filter) != NULL) run_binding_case(dir, binding_cases[i]);
+  }
+
+  if (filter[0] == '\0') {
+    time_case(dir, "relu_scalar_f32", 200);
+    time_case(dir, "mlp_f16", 200);
+    char* bench_list = test_join(dir, "bench.txt", "");
+    size_t bench_count;
+    char** bench = test_read_lines(bench_list, &bench_count);
+    free(bench_list);
+    for (size_t i = 0; i < bench_count; ++i) time_case(dir, bench[i], 200);
+    test_free_lines(bench, bench_count);
+  }
+
+  CUcontext popped;
+  g_driver->cuCtxPopCurrent(&popped);
+  g_driver->cuDevicePrimaryCtxRelease(device);
+  return test_finish("test_cuda_ops", g_checks);
+}

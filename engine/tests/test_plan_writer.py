@@ -1,0 +1,164 @@
+"""Checks of python/ember/plan_writer.py on its own: the errors it raises, determinism,
+and the layout rules of docs/plan-format.md (section alignment, arena reuse).
+
+Usage: test_plan_writer.py PLAN_WRITER_PY  (standard library only)
+"""
+
+import importlib.util
+import struct
+import sys
+import unittest
+
+pw = None
+
+
+def load(path):
+    spec = importlib.util.spec_from_file_location("ember_plan_writer", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def f32(*values):
+    return struct.pack(f"<{len(values)}f", *values)
+
+
+class WriterErrors(unittest.TestCase):
+    def writer(self):
+        w = pw.PlanWriter()
+        x = w.add_input("x", pw.Dtype.FLOAT32, [2, 4])
+        return w, x
+
+    def assertRaisesMessage(self, substring, fn, *args):
+        with self.assertRaises(ValueError) as ctx:
+            fn(*args)
+        self.assertIn(substring, str(ctx.exception))
+
+    def test_bad_names(self):
+        w = pw.PlanWriter()
+        self.assertRaisesMessage("1..255 bytes", w.add_input, "", pw.Dtype.FLOAT32, [1])
+        self.assertRaisesMessage("1..255 bytes", w.add_input, "n" * 256, pw.Dtype.FLOAT32, [1])
+        self.assertRaisesMessage("NUL", w.add_input, "a\0b", pw.Dtype.FLOAT32, [1])
+
+    def test_bad_tensors(self):
+        w = pw.PlanWriter()
+        self.assertRaisesMessage("rank 9 exceeds 8", w.add_input, "x", pw.Dtype.FLOAT32, [1] * 9)
+        self.assertRaisesMessage("dims[1] is -1", w.add_input, "x", pw.Dtype.FLOAT32, [2, -1])
+        self.assertRaisesMessage("not a Dtype", w.add_input, "x", 42, [2])
+        self.assertRaisesMessage("needs 8", w.add_constant, "c", pw.Dtype.FLOAT32, [2], b"abc")
+
+    def test_bad_ops(self):
+        w, x = self.writer()
+        y = w.add_output("y", pw.Dtype.FLOAT32, [2, 4])
+        self.assertRaisesMessage("not an Op", w.add_op, 99, [x], [y])
+        self.assertRaisesMessage("tensor index 7 out of range", w.add_op, pw.Op.RELU, [7], [y])
+
+    def test_graph_rules(self):
+        cases = [
+            ("takes 1 attrs, got 0", lambda w, x, y: w.add_op(pw.Op.GELU, [x], [y])),
+            ("approximate 3", lambda w, x, y: w.add_op(pw.Op.GELU, [x], [y], [3])),
+            ("expected [2, 4]", lambda w, x, y: w.add_op(pw.Op.SOFTMAX, [x],
+                                                          [w.add_output("z", pw.Dtype.FLOAT32, [4, 2])], [0])),
+            ("dim 2 out of range", lambda w, x, y: w.add_op(pw.Op.SOFTMAX, [x], [y], [2])),
+            ("not a permutation", lambda w, x, y: w.add_op(pw.Op.PERMUTE, [x], [y], [0, 0])),
+            ("only intermediates and outputs", lambda w, x, y: w.add_op(pw.Op.RELU, [x], [x])),
+            ("dtype FLOAT16", lambda w, x, y: w.add_op(
+                pw.Op.RELU, [x], [w.add_output("h", pw.Dtype.FLOAT16, [2, 4])])),
+        ]
+        for expected, build in cases:
+            with self.subTest(expected=expected):
+                w, x = self.writer()
+                y = w.add_output("y", pw.Dtype.FLOAT32, [2, 4])
+                build(w, x, y)
+                self.assertRaisesMessage(expected, w.to_bytes)
+
+    def test_order_and_coverage(self):
+        w, x = self.writer()
+        t = w.add_intermediate("t", pw.Dtype.FLOAT32, [2, 4])
+        y = w.add_output("y", pw.Dtype.FLOAT32, [2, 4])
+        w.add_op(pw.Op.RELU, [t], [y])
+        w.add_op(pw.Op.RELU, [x], [t])
+        self.assertRaisesMessage("before any op writes it", w.to_bytes)
+        w, x = self.writer()
+        y = w.add_output("y", pw.Dtype.FLOAT32, [2, 4])
+        w.add_op(pw.Op.RELU, [x], [y])
+        w.add_op(pw.Op.TANH, [x], [y])
+        self.assertRaisesMessage("already written by op 0", w.to_bytes)
+        w, x = self.writer()
+        w.add_output("y", pw.Dtype.FLOAT32, [2, 4])
+        z = w.add_output("z", pw.Dtype.FLOAT32, [2, 4])
+        w.add_op(pw.Op.RELU, [x], [z])
+        self.assertRaisesMessage("never written", w.to_bytes)
+        self.assertRaisesMessage("no tensors", pw.PlanWriter().to_bytes)
+
+
+class WriterLayout(unittest.TestCase):
+    def chain(self, n):
+        """x -> relu -> t0 -> relu -> t1 ... -> y: each intermediate dies one op later."""
+        w = pw.PlanWriter()
+        x = w.add_input("x", pw.Dtype.FLOAT32, [4, 4])
+        prev = x
+        for i in range(n):
+            t = w.add_intermediate(f"t{i}", pw.Dtype.FLOAT32, [4, 4])
+            w.add_op(pw.Op.RELU, [prev], [t])
+            prev = t
+        y = w.add_output("y", pw.Dtype.FLOAT32, [4, 4])
+        w.add_op(pw.Op.RELU, [prev], [y])
+        return w
+
+    def header(self, data):
+        fields = struct.unpack_from("<8sIIQIIIIIIIIQ", data, 0)
+        sections = [struct.unpack_from("<QQ", data, 64 + 16 * i) for i in range(7)]
+        return fields, sections
+
+    def test_deterministic(self):
+        self.assertEqual(self.chain(5).to_bytes(), self.chain(5).to_bytes())
+
+    def test_header_and_alignment(self):
+        w = self.chain(3)
+        c = w.add_constant("c", pw.Dtype.FLOAT32, [3], f32(1, 2, 3))
+        data = w.to_bytes()
+        fields, sections = self.header(data)
+        self.assertEqual(fields[0], b"EMBRPLAN")
+        self.assertEqual(fields[1:3], (1, 192))
+        self.assertEqual(fields[3], len(data))
+        for i, (offset, size) in enumerate(sections):
+            self.assertGreaterEqual(offset, 192)
+            self.assertLessEqual(offset + size, len(data))
+            self.assertEqual(offset % (64 if i == 6 else 8), 0)
+        const_off, const_size = sections[6]
+        self.assertEqual(data[const_off:const_off + 12], f32(1, 2, 3))
+        self.assertEqual(c, 5)
+
+    def test_arena_reuse(self):
+        # A chain of 10 intermediates needs only two live buffers at a time.
+        data = self.chain(10).to_bytes()
+        fields, sections = self.header(data)
+        arena_size = fields[12]
+        self.assertEqual(arena_size, 128)
+        t_off = sections[1][0]
+        offsets = {struct.unpack_from("<Q", data, t_off + 104 * i + 16)[0] for i in range(1, 11)}
+        self.assertEqual(offsets, {0, 64})
+
+    def test_io_order_and_f64(self):
+        w = pw.PlanWriter()
+        b = w.add_input("b", pw.Dtype.FLOAT32, [2])
+        a = w.add_input("a", pw.Dtype.FLOAT32, [2])
+        y = w.add_output("y", pw.Dtype.FLOAT32, [2])
+        w.add_op(pw.Op.SUB, [a, b], [y])
+        data = w.to_bytes()
+        _, sections = self.header(data)
+        io = struct.unpack_from("<3I", data, sections[2][0])
+        self.assertEqual(io, (b, a, y))
+        self.assertEqual(pw.f64_bits(1.0), 0x3FF0000000000000)
+        self.assertEqual(pw.f64_bits(-2.0), -0x4000000000000000)
+
+
+def main():
+    global pw
+    pw = load(sys.argv[1])
+    unittest.main(argv=[sys.argv[0]], verbosity=2)
+
+
+if __name__ == "__main__":
+    main()
