@@ -34,28 +34,29 @@ wheels: setup
 	$(PY) -m pip wheel -q --no-build-isolation --no-deps -w dist .
 	$(PY) -m pip wheel -q --no-build-isolation --no-deps -w dist ./python
 	$(PY) -m pip install -q --no-deps --force-reinstall dist/*.whl
-	$(PY) tools/check_wheel.py dist/ember_executorch_runtime-*.whl
+	$(PY) tools/check_wheel.py dist/ember_executorch_runtime-*.whl \
+	    $$($(PY) -c "from ember_executorch_runtime import _build_info as b; print('--cuda' if b.EMBER_CUDA else '')")
 
 demo: wheels
 	$(PY) examples/demo.py
 
 # The engine's C tests, plain and under ASan+UBSan and TSan.
 test-engine: setup
-	cmake -S engine -B build/engine -G Ninja -DCMAKE_BUILD_TYPE=Debug -DPython3_EXECUTABLE=$(PY) >/dev/null
-	cmake --build build/engine -j $(JOBS)
-	ctest --test-dir build/engine --output-on-failure -j $(JOBS)
+	cmake -S engine -B build/make-engine -G Ninja -DCMAKE_BUILD_TYPE=Debug -DPython3_EXECUTABLE=$(PY) >/dev/null
+	cmake --build build/make-engine -j $(JOBS)
+	ctest --test-dir build/make-engine --output-on-failure -j $(JOBS)
 
 test-engine-sanitized: setup
-	cmake -S engine -B build/engine-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+	cmake -S engine -B build/make-engine-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug \
 	    -DEMBER_SANITIZE=address,undefined -DPython3_EXECUTABLE=$(PY) >/dev/null
-	cmake --build build/engine-asan -j $(JOBS)
-	ctest --test-dir build/engine-asan --output-on-failure -j $(JOBS)
+	cmake --build build/make-engine-asan -j $(JOBS)
+	ctest --test-dir build/make-engine-asan --output-on-failure -j $(JOBS)
 
 test-engine-thread: setup
-	cmake -S engine -B build/engine-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+	cmake -S engine -B build/make-engine-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug \
 	    -DEMBER_SANITIZE=thread -DPython3_EXECUTABLE=$(PY) >/dev/null
-	cmake --build build/engine-tsan -j $(JOBS)
-	ctest --test-dir build/engine-tsan --output-on-failure -j $(JOBS)
+	cmake --build build/make-engine-tsan -j $(JOBS)
+	ctest --test-dir build/make-engine-tsan --output-on-failure -j $(JOBS)
 
 # A bounded libFuzzer run over the plan reader and verifier (clang, from Debian).
 fuzz: setup

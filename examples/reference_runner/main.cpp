@@ -3,7 +3,13 @@
 // ember::executorch_backend registers EmberBackend when the program starts).
 //
 //   reference_runner MODEL.pte [--method forward] [--iterations N] [--inputs FILE]
-//                    [--outputs FILE]
+//                    [--outputs FILE] [--device-resident]
+//
+// --device-resident (builds with the CUDA toolkit only): for a program exported to keep
+// its method inputs and outputs on the GPU (examples/export_device_resident.py), this
+// runner owns device buffers for every input and output, as an application would: it
+// uploads the inputs once, binds the buffers with Device{CUDA, 0} tensors (outputs through
+// Module::set_output), and downloads the outputs after the timed iterations.
 //
 // Input dtypes and shapes come from the method's metadata. Inputs are read from FILE (the
 // raw bytes of every input, concatenated in order) or filled with a fixed pattern. The
@@ -33,6 +39,10 @@
 #include <executorch/runtime/core/exec_aten/util/scalar_type_util.h>
 #include <executorch/runtime/platform/runtime.h>
 
+#if defined(EMBER_RUNNER_WITH_CUDA)
+#include <cuda_runtime_api.h>
+#endif
+
 namespace {
 
 using executorch::aten::ScalarType;
@@ -52,11 +62,12 @@ struct Options {
   long iterations = 10;
   std::string inputs;
   std::string outputs;
+  bool device_resident = false;
 };
 
 void usage() {
   std::cerr << "usage: reference_runner MODEL.pte [--method forward] [--iterations N]\n"
-               "                        [--inputs FILE] [--outputs FILE]\n";
+               "                        [--inputs FILE] [--outputs FILE] [--device-resident]\n";
 }
 
 bool parse_options(int argc, char** argv, Options* options) {
@@ -78,6 +89,14 @@ bool parse_options(int argc, char** argv, Options* options) {
       options->inputs = argv[++i];
     } else if (arg == "--outputs" && has_value) {
       options->outputs = argv[++i];
+    } else if (arg == "--device-resident") {
+#if defined(EMBER_RUNNER_WITH_CUDA)
+      options->device_resident = true;
+#else
+      std::cerr << "error: --device-resident needs a runner built with the CUDA toolkit "
+                   "(CMake found no CUDAToolkit when this one was configured)\n";
+      return false;
+#endif
     } else if (!arg.empty() && arg[0] != '-' && options->model.empty()) {
       options->model = arg;
     } else {
@@ -224,6 +243,34 @@ void print_registered_backends() {
   std::cout << "\n";
 }
 
+#if defined(EMBER_RUNNER_WITH_CUDA)
+// Device memory the runner owns for the whole run, freed at exit.
+struct DeviceBuffers {
+  std::vector<void*> pointers;
+  ~DeviceBuffers() {
+    for (void* pointer : pointers) {
+      cudaFree(pointer);
+    }
+  }
+  void* allocate(size_t nbytes) {
+    void* pointer = nullptr;
+    if (cudaMalloc(&pointer, std::max<size_t>(nbytes, 1)) != cudaSuccess) {
+      return nullptr;
+    }
+    pointers.push_back(pointer);
+    return pointer;
+  }
+};
+
+bool cuda_ok(cudaError_t status, const std::string& what) {
+  if (status != cudaSuccess) {
+    std::cerr << "error: " << what << ": " << cudaGetErrorString(status) << "\n";
+    return false;
+  }
+  return true;
+}
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -264,6 +311,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   size_t input_offset = 0;
+#if defined(EMBER_RUNNER_WITH_CUDA)
+  DeviceBuffers device_buffers;
+#endif
   std::vector<std::vector<uint8_t>> input_storage(meta->num_inputs());
   std::vector<TensorPtr> input_tensors;
   std::vector<EValue> inputs;
@@ -308,7 +358,22 @@ int main(int argc, char** argv) {
       return 1;
     }
     std::cout << "input " << i << ": " << executorch::runtime::toString(type) << " "
-              << shape_string(sizes) << "\n";
+              << shape_string(sizes) << (options.device_resident ? " on cuda:0" : "") << "\n";
+#if defined(EMBER_RUNNER_WITH_CUDA)
+    if (options.device_resident) {
+      void* device = device_buffers.allocate(nbytes);
+      if (device == nullptr ||
+          !cuda_ok(cudaMemcpy(device, storage.data(), nbytes, cudaMemcpyHostToDevice),
+                   "uploading input " + std::to_string(i))) {
+        std::cerr << "error: could not place input " << i << " in device memory\n";
+        return 1;
+      }
+      input_tensors.push_back(executorch::extension::make_tensor_ptr(
+          sizes, device, type, executorch::aten::Device(executorch::aten::DeviceType::CUDA, 0)));
+      inputs.emplace_back(input_tensors.back());
+      continue;
+    }
+#endif
     input_tensors.push_back(executorch::extension::from_blob(storage.data(), sizes, type));
     inputs.emplace_back(input_tensors.back());
   }
@@ -317,6 +382,33 @@ int main(int argc, char** argv) {
               << " bytes; the method's inputs take " << input_offset << "\n";
     return 1;
   }
+
+#if defined(EMBER_RUNNER_WITH_CUDA)
+  // Outputs: the caller's device buffers, bound once.
+  std::vector<TensorPtr> output_tensors;
+  if (options.device_resident) {
+    for (size_t i = 0; i < meta->num_outputs(); ++i) {
+      const auto tensor_meta = meta->output_tensor_meta(i);
+      if (!tensor_meta.ok()) {
+        return fail("reading output " + std::to_string(i) + "'s metadata", tensor_meta.error());
+      }
+      const auto sizes_span = tensor_meta->sizes();
+      std::vector<SizesType> sizes(sizes_span.begin(), sizes_span.end());
+      void* device = device_buffers.allocate(tensor_meta->nbytes());
+      if (device == nullptr) {
+        std::cerr << "error: could not allocate device memory for output " << i << "\n";
+        return 1;
+      }
+      output_tensors.push_back(executorch::extension::make_tensor_ptr(
+          sizes, device, tensor_meta->scalar_type(),
+          executorch::aten::Device(executorch::aten::DeviceType::CUDA, 0)));
+      if (const Error error = module.set_output(options.method, output_tensors.back(), i);
+          error != Error::Ok) {
+        return fail("binding device output " + std::to_string(i), error);
+      }
+    }
+  }
+#endif
 
   // Run.
   std::vector<double> milliseconds;
@@ -351,17 +443,30 @@ int main(int argc, char** argv) {
       continue;
     }
     const auto& tensor = value.toTensor();
+    const void* host_data = tensor.const_data_ptr();
+    std::vector<uint8_t> downloaded;
+#if defined(EMBER_RUNNER_WITH_CUDA)
+    if (tensor.device_type() == executorch::aten::DeviceType::CUDA) {
+      downloaded.resize(tensor.nbytes());
+      if (!cuda_ok(cudaMemcpy(downloaded.data(), host_data, tensor.nbytes(),
+                              cudaMemcpyDeviceToHost),
+                   "downloading output " + std::to_string(i))) {
+        return 1;
+      }
+      host_data = downloaded.data();
+    }
+#endif
     const auto sizes_ref = tensor.sizes();
     const std::vector<SizesType> sizes(sizes_ref.begin(), sizes_ref.end());
     const size_t numel = static_cast<size_t>(tensor.numel());
     std::cout << "output " << i << ": " << executorch::runtime::toString(tensor.scalar_type())
               << " " << shape_string(sizes) << " first values:";
     for (size_t k = 0; k < std::min<size_t>(numel, 8); ++k) {
-      std::printf(" %.6g", element_as_double(tensor.scalar_type(), tensor.const_data_ptr(), k));
+      std::printf(" %.6g", element_as_double(tensor.scalar_type(), host_data, k));
     }
     std::cout << (numel > 8 ? " ..." : "") << std::endl;
     if (output_file.is_open()) {
-      output_file.write(static_cast<const char*>(tensor.const_data_ptr()),
+      output_file.write(static_cast<const char*>(host_data),
                         static_cast<std::streamsize>(tensor.nbytes()));
     }
   }
