@@ -34,8 +34,7 @@ wheels: setup
 	$(PY) -m pip wheel -q --no-build-isolation --no-deps -w dist .
 	$(PY) -m pip wheel -q --no-build-isolation --no-deps -w dist ./python
 	$(PY) -m pip install -q --no-deps --force-reinstall dist/*.whl
-	$(PY) tools/check_wheel.py dist/ember_executorch_runtime-*.whl \
-	    $$($(PY) -c "from ember_executorch_runtime import _build_info as b; print('--cuda' if b.EMBER_CUDA else '')")
+	$(PY) tools/check_wheel.py dist/ember_executorch_runtime-*.whl
 
 demo: wheels
 	$(PY) examples/demo.py

@@ -116,6 +116,9 @@ def _retag(path: Path, old_tag: int, new_tag: int) -> None:
 
 
 DT_RPATH, DT_AUDIT = 15, 0x6FFFFEFC
+DLOPEN_NAME = ('#include <dlfcn.h>\n'
+               'extern "C" void* ember_open_cublaslt() '
+               '{ return dlopen("libcublasLt.so.13", RTLD_NOW); }\n')
 
 
 @pytest.fixture(scope="session")
@@ -143,6 +146,10 @@ def libs(tmp_path_factory) -> dict[str, Path]:
         "needs-cudart-without-entry": b.build("cudanoentry", link_cudart=True),
         "needs-cudart-with-entry": b.build("cudaentry", link_cudart=True,
                                            runpath=f"{GOOD_RUNPATH}:{NVIDIA_ENTRY}"),
+        # Names cuBLASLt for dlopen, as the CUDA build does, with and without the entry.
+        "dlopens-cublaslt-without-entry": b.build("dlnoentry", extra_source=DLOPEN_NAME),
+        "dlopens-cublaslt-with-entry": b.build("dlentry", extra_source=DLOPEN_NAME,
+                                               runpath=f"{GOOD_RUNPATH}:{NVIDIA_ENTRY}"),
     }
     _retag(libs["rpath-beside-runpath"], DT_AUDIT, DT_RPATH)
     return libs
@@ -294,6 +301,13 @@ def test_cuda_flag_requires_nvidia_entry(cw, wheel):
 def test_needed_cuda_library_requires_nvidia_entry(cw, libs):
     assert cw.check_library(libs["needs-cudart-with-entry"]) == []
     assert rules(cw.check_library(libs["needs-cudart-without-entry"])) == {"runpath"}
+
+
+def test_dlopened_cuda_library_requires_nvidia_entry(cw, libs):
+    assert cw.check_library(libs["dlopens-cublaslt-with-entry"]) == []
+    violations = cw.check_library(libs["dlopens-cublaslt-without-entry"])
+    assert rules(violations) == {"runpath"}
+    assert "libcublasLt.so.13" in str(violations[0])
 
 
 def test_explicit_expected_runpath(cw, libs):

@@ -18,11 +18,11 @@ Each finding is reported once, by the most specific rule: a bundled libexecutorc
 register_backend is `no-pyinit` / `register-backend-imported`, not also `exports`. That
 way a control that breaks one rule fails with that rule's name alone.
 
-The nvidia RUNPATH entry: if the library NEEDs a library from NVIDIA's pip wheels, the
-entry is required. Ember may instead dlopen its CUDA libraries (STYLE.md, contract 8),
-which leaves nothing in DT_NEEDED while dlopen still searches the library's RUNPATH; so
-`--cuda` says "this is the CUDA build" and also requires the entry. Otherwise it is
-forbidden: a CPU build that searches the nvidia folder could pick up whatever is there.
+The nvidia RUNPATH entry: if the library NEEDs a library from NVIDIA's pip wheels, or
+names one in its data for dlopen (Ember's CUDA build dlopens libcublasLt.so.13, STYLE.md
+and contract 8; dlopen searches the calling library's RUNPATH), the entry is required.
+`--cuda` requires it too. Otherwise it is forbidden: a CPU build that searches the
+nvidia folder could pick up whatever is there.
 """
 
 from __future__ import annotations
@@ -123,6 +123,16 @@ def _looks_native(name: str, head: bytes) -> bool:
     return head.startswith(b"\x7fELF") or _SHARED_SUFFIX.search(name) is not None
 
 
+# Names of NVIDIA pip libraries that a CUDA build dlopens (found as strings in its
+# read-only data): dlopen searches the calling library's RUNPATH, so their presence
+# requires the nvidia entry just as a DT_NEEDED entry would.
+DLOPENED_NVIDIA_LIBRARY = re.compile(rb"lib(?:cublasLt|cublas|cudart|cudnn)\.so\.\d+")
+
+
+def dlopened_nvidia_libraries(image: bytes) -> list[str]:
+    return sorted({m.group().decode() for m in DLOPENED_NVIDIA_LIBRARY.finditer(image)})
+
+
 def derive_runpath(needed: Sequence[str], cuda: bool = False) -> list[str]:
     """The RUNPATH entries a library with these DT_NEEDED names must carry, in order."""
     entries = list(RUNPATH_BASE)
@@ -160,6 +170,10 @@ def check_library(
         stream = library
     file_name = file_name or LIBRARY_NAME
     out: list[Violation] = []
+    position = stream.tell()
+    dlopened = dlopened_nvidia_libraries(stream.read())
+    stream.seek(position)
+    cuda = cuda or bool(dlopened)
 
     try:
         elf = ELFFile(stream)
@@ -229,7 +243,7 @@ def check_library(
         if RUNPATH_NVIDIA in want and RUNPATH_NVIDIA not in got:
             detail.append(f"{RUNPATH_NVIDIA} is required: NEEDED "
                           f"{[n for n in needed if _matches(n, NVIDIA_PIP_LIBRARY_PATTERNS)]}"
-                          + (" / --cuda" if cuda else ""))
+                          f", dlopened {dlopened}" + (" / --cuda" if cuda else ""))
         out.append(Violation("runpath", f"DT_RUNPATH is {runpaths[0]!r}, expected "
                              f"{':'.join(want)!r}" + ("; " + "; ".join(detail) if detail else "")))
 

@@ -9,6 +9,8 @@ set -euo pipefail
 seconds="${1:-60}"
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build="${2:-${repo}/build/engine-fuzz}"
+# Absolute, because the fuzzer runs from inside the build folder.
+mkdir -p "${build}" && build="$(cd "${build}" && pwd)"
 jobs="${EMBER_FUZZ_BUILD_JOBS:-2}"
 
 cmake -S "${repo}/engine" -B "${build}" -DCMAKE_C_COMPILER=clang \
