@@ -10,6 +10,7 @@
 // aborts; every failure is an ExecuTorch Error with an ET_LOG(Error, ...) line naming the
 // cause; execute allocates nothing (its scratch arrays are sized once, in init).
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -17,7 +18,12 @@
 #include <cstring>
 #include <new>
 
+#include <cinttypes>
+#include <cstdlib>
+
 #include <executorch/runtime/backend/interface.h>
+#include <executorch/runtime/backend/options.h>
+#include <executorch/runtime/core/device_allocator.h>
 #include <executorch/runtime/core/error.h>
 #include <executorch/runtime/core/evalue.h>
 #include <executorch/runtime/core/exec_aten/util/tensor_util.h>
@@ -35,6 +41,8 @@ using executorch::runtime::Backend;
 using executorch::runtime::BackendExecutionContext;
 using executorch::runtime::BackendInitContext;
 using executorch::runtime::BackendInterface;
+using executorch::runtime::BackendOption;
+using executorch::runtime::BackendOptionContext;
 using executorch::runtime::CompileSpec;
 using executorch::runtime::DelegateHandle;
 using executorch::runtime::Error;
@@ -142,18 +150,28 @@ struct EmberHandle {
   size_t num_inputs = 0;
   size_t num_outputs = 0;
   // num_inputs + num_outputs entries each, inputs first (the order of execute's args).
+  // infos: the plan's I/O table (the largest shapes of a plan with dynamic dims).
   ember_tensor_info* infos = nullptr;
+  // num_outputs entries: each output's shape for the current execute.
+  ember_tensor_info* resolved = nullptr;
   ember_tensor_binding* bindings = nullptr;
   int64_t* dims = nullptr;  // EMBER_MAX_RANK per binding
   // An ExecuTorch Method is not reentrant, so two executes on one handle at once are a
   // caller bug; they share the scratch arrays above, so one of them is refused.
   std::atomic<bool> busy{false};
   bool heap_allocated = false;
+  // The program's counters as last added to the process-wide ones (record_copies).
+  ember_program_stats recorded{};
 };
+
+// Adds what the handle's program did since the last call to the process-wide counters
+// that get_option reports (see "counters and device allocator" below).
+void record_copies(EmberHandle& handle);
 
 // Space for a handle and its arrays in one block, carved with checked arithmetic.
 struct HandleLayout {
   size_t infos_offset;
+  size_t resolved_offset;
   size_t bindings_offset;
   size_t dims_offset;
   size_t total;
@@ -175,7 +193,7 @@ bool add_array(size_t* cursor, size_t count, size_t element_size, size_t alignme
   return true;
 }
 
-bool compute_handle_layout(size_t num_tensors, HandleLayout* out_layout) {
+bool compute_handle_layout(size_t num_tensors, size_t num_outputs, HandleLayout* out_layout) {
   size_t cursor = sizeof(EmberHandle);
   size_t dims_count = 0;
   if (__builtin_mul_overflow(num_tensors, static_cast<size_t>(EMBER_MAX_RANK), &dims_count)) {
@@ -183,6 +201,8 @@ bool compute_handle_layout(size_t num_tensors, HandleLayout* out_layout) {
   }
   if (!add_array(&cursor, num_tensors, sizeof(ember_tensor_info), alignof(ember_tensor_info),
                  &out_layout->infos_offset) ||
+      !add_array(&cursor, num_outputs, sizeof(ember_tensor_info), alignof(ember_tensor_info),
+                 &out_layout->resolved_offset) ||
       !add_array(&cursor, num_tensors, sizeof(ember_tensor_binding),
                  alignof(ember_tensor_binding), &out_layout->bindings_offset) ||
       !add_array(&cursor, dims_count, sizeof(int64_t), alignof(int64_t),
@@ -204,7 +224,7 @@ Result<EmberHandle*> create_handle(MemoryAllocator* allocator, ember_program* pr
   size_t num_tensors = 0;
   HandleLayout layout{};
   if (__builtin_add_overflow(num_inputs, num_outputs, &num_tensors) ||
-      !compute_handle_layout(num_tensors, &layout)) {
+      !compute_handle_layout(num_tensors, num_outputs, &layout)) {
     ET_LOG(Error, "%s: init failed: the plan's I/O counts (%zu inputs, %zu outputs) overflow",
            kBackendName, num_inputs, num_outputs);
     ember_program_destroy(program);
@@ -233,6 +253,7 @@ Result<EmberHandle*> create_handle(MemoryAllocator* allocator, ember_program* pr
   handle->num_inputs = num_inputs;
   handle->num_outputs = num_outputs;
   handle->infos = reinterpret_cast<ember_tensor_info*>(bytes + layout.infos_offset);
+  handle->resolved = reinterpret_cast<ember_tensor_info*>(bytes + layout.resolved_offset);
   handle->bindings = reinterpret_cast<ember_tensor_binding*>(bytes + layout.bindings_offset);
   handle->dims = reinterpret_cast<int64_t*>(bytes + layout.dims_offset);
   handle->heap_allocated = heap_allocated;
@@ -280,9 +301,23 @@ ArgName arg_name(const EmberHandle& handle, size_t i) {
   return i < handle.num_inputs ? ArgName{"input", i} : ArgName{"output", i - handle.num_inputs};
 }
 
-// Checks one tensor against the plan's I/O entry and fills its binding. Outputs whose
-// shape may change (dynamic-bound tensors) are resized to the plan's shape.
-Error bind_argument(EmberHandle& handle, size_t i, EValue* value) {
+// Formats dims as "2, 3" into `out` (no allocation), for messages.
+void format_dims(const int64_t* dims, size_t rank, char* out, size_t size) {
+  size_t length = 0;
+  out[0] = '\0';
+  for (size_t d = 0; d < rank && length < size; ++d) {
+    const int n = std::snprintf(out + length, size - length, "%s%lld", d == 0 ? "" : ", ",
+                                static_cast<long long>(dims[d]));
+    length = n > 0 ? length + static_cast<size_t>(n) : length;
+  }
+}
+
+// Checks one tensor's kind, dtype, rank, layout and device against the plan's I/O entry
+// and fills its binding with the tensor's memory and its actual dims. For an output,
+// `want` holds the dims this run produces (ember_program_resolve_outputs): an output whose
+// shape differs (a dynamic-bound output at its upper bound or its last shape) is resized
+// to it first. Input dims are checked by the engine (bounds of dynamic dims included).
+Error bind_argument(EmberHandle& handle, size_t i, EValue* value, const ember_tensor_info* want) {
   const ArgName name = arg_name(handle, i);
   const ember_tensor_info& info = handle.infos[i];
   if (value == nullptr || !value->isTensor()) {
@@ -313,46 +348,35 @@ Error bind_argument(EmberHandle& handle, size_t i, EValue* value) {
     return Error::InvalidArgument;
   }
 
-  const bool is_output = i >= handle.num_inputs;
-  // sizes()[d] rather than size(d): the latter carries an ET_CHECK (abort) path.
-  bool sizes_match = true;
-  for (size_t d = 0; d < rank; ++d) {
-    sizes_match = sizes_match && static_cast<int64_t>(tensor.sizes()[d]) == info.dims[d];
-  }
-  if (!sizes_match && is_output) {
-    // A dynamic-bound output arrives at its upper bound or its last shape; the plan says
-    // what this run produces.
-    SizesType new_sizes[EMBER_MAX_RANK] = {};
-    bool representable = true;
+  if (want != nullptr) {
+    // sizes()[d] rather than size(d): the latter carries an ET_CHECK (abort) path.
+    bool sizes_match = true;
     for (size_t d = 0; d < rank; ++d) {
-      new_sizes[d] = static_cast<SizesType>(info.dims[d]);
-      representable = representable && static_cast<int64_t>(new_sizes[d]) == info.dims[d];
+      sizes_match = sizes_match && static_cast<int64_t>(tensor.sizes()[d]) == want->dims[d];
     }
-    sizes_match = representable &&
-                  executorch::runtime::resize_tensor(
-                      tensor, ArrayRef<SizesType>(new_sizes, rank)) == Error::Ok;
-  }
-  if (!sizes_match) {
-    // Both shapes in one message, as "[2, 3]", built without allocating.
-    char actual[8 * 24] = "";
-    char expected[8 * 24] = "";
-    size_t actual_length = 0;
-    size_t expected_length = 0;
-    for (size_t d = 0; d < rank; ++d) {
-      const char* separator = d == 0 ? "" : ", ";
-      const int a = std::snprintf(actual + actual_length, sizeof(actual) - actual_length,
-                                  "%s%lld", separator, static_cast<long long>(tensor.sizes()[d]));
-      const int e = std::snprintf(expected + expected_length, sizeof(expected) - expected_length,
-                                  "%s%lld", separator, static_cast<long long>(info.dims[d]));
-      actual_length = a > 0 ? actual_length + static_cast<size_t>(a) : actual_length;
-      expected_length = e > 0 ? expected_length + static_cast<size_t>(e) : expected_length;
-      actual_length = actual_length < sizeof(actual) ? actual_length : sizeof(actual) - 1;
-      expected_length = expected_length < sizeof(expected) ? expected_length : sizeof(expected) - 1;
+    if (!sizes_match) {
+      SizesType new_sizes[EMBER_MAX_RANK] = {};
+      bool representable = true;
+      for (size_t d = 0; d < rank; ++d) {
+        new_sizes[d] = static_cast<SizesType>(want->dims[d]);
+        representable = representable && static_cast<int64_t>(new_sizes[d]) == want->dims[d];
+      }
+      sizes_match = representable &&
+                    executorch::runtime::resize_tensor(
+                        tensor, ArrayRef<SizesType>(new_sizes, rank)) == Error::Ok;
     }
-    ET_LOG(Error, "%s: %s %zu ('%s') has shape [%s]; the plan expects [%s]%s", kBackendName,
-           name.kind, name.index, info.name, actual, expected,
-           is_output ? " and the output could not be resized to it" : "");
-    return Error::InvalidArgument;
+    if (!sizes_match) {
+      int64_t actual_dims[EMBER_MAX_RANK] = {};
+      for (size_t d = 0; d < rank; ++d) actual_dims[d] = tensor.sizes()[d];
+      char actual[8 * 24], expected[8 * 24];
+      format_dims(actual_dims, rank, actual, sizeof actual);
+      format_dims(want->dims, rank, expected, sizeof expected);
+      ET_LOG(Error,
+             "%s: output %zu ('%s') has shape [%s]; this run produces [%s] and the output "
+             "could not be resized to it (is its memory planned for the largest shape?)",
+             kBackendName, name.index, info.name, actual, expected);
+      return Error::InvalidArgument;
+    }
   }
 
   // The plan is dense and row-major; a permuted dim order would be read wrongly.
@@ -398,6 +422,173 @@ Error bind_argument(EmberHandle& handle, size_t i, EValue* value) {
   binding.rank = static_cast<uint32_t>(rank);
   binding.dims = dims;
   return Error::Ok;
+}
+
+// ---- counters and device allocator ---------------------------------------------------
+//
+// Two things a device-resident deployment needs from Ember besides the backend
+// (docs/device-resident.md):
+//
+// 1. Counters a test can assert on, through ExecuTorch's own API: get_option("EmberBackend",
+//    ...) fills the keys below with decimal strings (BackendOption holds only 32-bit ints):
+//      ember.runs, ember.bytes_host_to_device, ember.bytes_device_to_host
+//          every Ember delegate of the process, summed: its executes, and the bytes its
+//          engine copied to stage inputs and outputs bound in host memory (0 when they are
+//          bound in device memory);
+//      device_allocator
+//          who serves ExecuTorch's CUDA DeviceAllocator slot: "ember", "other" (one was
+//          registered before Ember's library loaded), "skipped"
+//          (EMBER_SKIP_DEVICE_ALLOCATOR_REGISTRATION=1), "none" (a build without CUDA);
+//      device_allocator.{allocations,frees,bytes_allocated,copies_host_to_device,
+//          copies_device_to_host,bytes_host_to_device,bytes_device_to_host}
+//          what ExecuTorch asked of Ember's allocator (planned device buffers, and the
+//          et_copy::_h2d_copy / _d2h_copy boundary operators).
+//    Keys it does not know are left as they are.
+//
+// 2. ExecuTorch's CUDA DeviceAllocator. The pinned executorch wheel ships no CUDA backend,
+//    so nothing else registers one, and a program whose memory plan puts buffers on the
+//    GPU (or that holds et_copy operators) cannot load without it. Ember registers its own,
+//    on the engine's ember_device_* functions, from the static initializer and only when
+//    the slot is empty: a second registration aborts the process. It never aborts: every
+//    failure is an Error with an ET_LOG line.
+
+std::atomic<uint64_t> g_runs{0};
+std::atomic<uint64_t> g_bytes_host_to_device{0};
+std::atomic<uint64_t> g_bytes_device_to_host{0};
+// What the registration found; a string literal, set once at load.
+const char* g_device_allocator_state = "none";
+
+void record_copies(EmberHandle& handle) {
+  ember_program_stats now{};
+  ember_program_get_stats(handle.program, &now);
+  g_runs.fetch_add(now.runs - handle.recorded.runs, std::memory_order_relaxed);
+  g_bytes_host_to_device.fetch_add(
+      now.bytes_host_to_device - handle.recorded.bytes_host_to_device, std::memory_order_relaxed);
+  g_bytes_device_to_host.fetch_add(
+      now.bytes_device_to_host - handle.recorded.bytes_device_to_host, std::memory_order_relaxed);
+  handle.recorded = now;
+}
+
+void set_string_option(BackendOption& option, const char* text) {
+  std::array<char, executorch::runtime::kMaxOptionValueLength> value{};
+  std::snprintf(value.data(), value.size(), "%s", text);
+  option.value = value;
+}
+
+void set_counter_option(BackendOption& option, uint64_t counter) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%" PRIu64, counter);
+  set_string_option(option, text);
+}
+
+void fill_counter_options(Span<BackendOption>& options) {
+  ember_device_memory_stats memory{};
+  ember_device_memory_get_stats(&memory);
+  const struct {
+    const char* key;
+    uint64_t value;
+  } counters[] = {
+      {"ember.runs", g_runs.load(std::memory_order_relaxed)},
+      {"ember.bytes_host_to_device", g_bytes_host_to_device.load(std::memory_order_relaxed)},
+      {"ember.bytes_device_to_host", g_bytes_device_to_host.load(std::memory_order_relaxed)},
+      {"device_allocator.allocations", memory.allocations},
+      {"device_allocator.frees", memory.frees},
+      {"device_allocator.bytes_allocated", memory.bytes_allocated},
+      {"device_allocator.copies_host_to_device", memory.copies_host_to_device},
+      {"device_allocator.copies_device_to_host", memory.copies_device_to_host},
+      {"device_allocator.bytes_host_to_device", memory.bytes_host_to_device},
+      {"device_allocator.bytes_device_to_host", memory.bytes_device_to_host},
+  };
+  for (size_t i = 0; i < options.size(); ++i) {
+    BackendOption& option = options[i];
+    if (std::strcmp(option.key, "device_allocator") == 0) {
+      set_string_option(option, g_device_allocator_state);
+      continue;
+    }
+    for (const auto& counter : counters) {
+      if (std::strcmp(option.key, counter.key) == 0) {
+        set_counter_option(option, counter.value);
+        break;
+      }
+    }
+  }
+}
+
+using executorch::runtime::DeviceAllocator;
+using executorch::runtime::etensor::DeviceIndex;
+using executorch::runtime::etensor::DeviceType;
+
+// Logs an allocator failure and returns its ExecuTorch error.
+Error allocator_error(ember_status* status, const char* what) {
+  const ember_status_code code = ember_status_code_of(status);
+  const Error error = error_from_status_code(code);
+  ET_LOG(Error, "%s: CUDA device allocator: %s failed (%s): %s", kBackendName, what,
+         ember_status_code_name(code), ember_status_message(status));
+  ember_status_free(status);
+  return error;
+}
+
+class EmberCudaAllocator final : public DeviceAllocator {
+ public:
+  Result<void*> allocate(size_t nbytes, DeviceIndex index, size_t alignment) override {
+    void* pointer = nullptr;
+    ember_status* status =
+        ember_device_allocate(static_cast<int>(index), nbytes, alignment, &pointer);
+    if (status != nullptr) {
+      return allocator_error(status, "allocate");
+    }
+    return pointer;
+  }
+
+  void deallocate(void* ptr, DeviceIndex index) override {
+    ember_status* status = ember_device_free(static_cast<int>(index), ptr);
+    if (status != nullptr) {
+      (void)allocator_error(status, "deallocate");
+    }
+  }
+
+  Error copy_host_to_device(void* dst, const void* src, size_t nbytes,
+                            DeviceIndex index) override {
+    ember_status* status =
+        ember_device_copy_host_to_device(static_cast<int>(index), dst, src, nbytes);
+    return status == nullptr ? Error::Ok : allocator_error(status, "copy_host_to_device");
+  }
+
+  Error copy_device_to_host(void* dst, const void* src, size_t nbytes,
+                            DeviceIndex index) override {
+    ember_status* status =
+        ember_device_copy_device_to_host(static_cast<int>(index), dst, src, nbytes);
+    return status == nullptr ? Error::Ok : allocator_error(status, "copy_device_to_host");
+  }
+
+  DeviceType device_type() const override {
+    return DeviceType::CUDA;
+  }
+};
+
+// Static storage, never destroyed: ExecuTorch keeps the pointer for the process's life,
+// and device buffers released during teardown still call deallocate.
+alignas(EmberCudaAllocator) unsigned char g_allocator_storage[sizeof(EmberCudaAllocator)];
+
+// Registers Ember's CUDA allocator when the slot is empty. Touches no driver: loading the
+// library stays cheap, and a machine without a GPU gets its errors on first use.
+const char* register_ember_device_allocator() {
+#if !defined(EMBER_DELEGATE_CUDA) || !EMBER_DELEGATE_CUDA
+  return "none";  // A build without CUDA has no device memory to offer.
+#else
+  const char* skip = std::getenv("EMBER_SKIP_DEVICE_ALLOCATOR_REGISTRATION");
+  if (skip != nullptr && std::strcmp(skip, "1") == 0) {
+    return "skipped";
+  }
+  if (executorch::runtime::get_device_allocator(DeviceType::CUDA) != nullptr) {
+    // Someone (ExecuTorch's own CUDA backend, say) came first: theirs serves, and a
+    // second registration would abort.
+    return "other";
+  }
+  DeviceAllocator* allocator = new (g_allocator_storage) EmberCudaAllocator();
+  executorch::runtime::register_device_allocator(allocator);
+  return "ember";
+#endif
 }
 
 // ---- the backend --------------------------------------------------------------------
@@ -500,9 +691,23 @@ class EmberBackend final : public BackendInterface {
       return Error::InvalidState;
     }
 
+    // Inputs first; the engine checks their dims (a dynamic dim within its bounds) and says
+    // what shapes this run's outputs have; the outputs are then bound at those shapes.
     Error error = Error::Ok;
-    for (size_t i = 0; i < expected && error == Error::Ok; ++i) {
-      error = bind_argument(handle, i, args[i]);
+    for (size_t i = 0; i < handle.num_inputs && error == Error::Ok; ++i) {
+      error = bind_argument(handle, i, args[i], nullptr);
+    }
+    if (error == Error::Ok) {
+      ember_status* status = ember_program_resolve_outputs(
+          handle.program, handle.bindings, handle.num_inputs, handle.resolved,
+          handle.num_outputs);
+      if (status != nullptr) {
+        error = consume_status(status, "execute");
+      }
+    }
+    for (size_t o = 0; o < handle.num_outputs && error == Error::Ok; ++o) {
+      error = bind_argument(handle, handle.num_inputs + o, args[handle.num_inputs + o],
+                            &handle.resolved[o]);
     }
     if (error == Error::Ok) {
       ember_status* status =
@@ -510,6 +715,8 @@ class EmberBackend final : public BackendInterface {
                             handle.bindings + handle.num_inputs, handle.num_outputs);
       if (status != nullptr) {
         error = consume_status(status, "execute");
+      } else {
+        record_copies(handle);
       }
     }
     handle.busy.store(false, std::memory_order_release);
@@ -520,6 +727,12 @@ class EmberBackend final : public BackendInterface {
     if (raw_handle != nullptr) {
       destroy_handle(static_cast<EmberHandle*>(raw_handle));
     }
+  }
+
+  Error get_option(BackendOptionContext& /*context*/,
+                   Span<BackendOption>& backend_options) override {
+    fill_counter_options(backend_options);
+    return Error::Ok;
   }
 };
 
@@ -542,5 +755,10 @@ Error register_ember_backend() {
 
 // Runs when the library is loaded (dlopen from Python, or as a DT_NEEDED of a C++ app).
 [[maybe_unused]] const Error g_registration = register_ember_backend();
+
+// After the backend: ExecuTorch's CUDA device allocator, when no one has registered one
+// (see "counters and device allocator" above).
+[[maybe_unused]] const bool g_device_allocator_registration =
+    (g_device_allocator_state = register_ember_device_allocator(), true);
 
 }  // namespace

@@ -74,3 +74,25 @@ def test_inspect_cli_expect_delegate(exported):
     resident, _ = exported
     assert inspect_cli(resident, "--expect-delegate", "EmberBackend").returncode == 0
     assert inspect_cli(resident, "--expect-delegate", "XnnpackBackend").returncode == 1
+
+
+def test_gpu_program_manifest_counts_the_copies_each_placement_implies(exported, tmp_path):
+    """tools/make_gpu_programs.py reads from the file which host<->device copies a program
+    implies per execute; the GPU check compares the runner's counters with it."""
+    sys.path.insert(0, str(REPO / "tools"))
+    import make_gpu_programs
+
+    resident, boundary = exported
+    # Input [2, 32] and output [2, 16], float32.
+    assert make_gpu_programs.expected_copies(resident) == {
+        "ember_h2d": 0, "ember_d2h": 0, "allocator_h2d": 0, "allocator_d2h": 0}
+    assert make_gpu_programs.expected_copies(boundary) == {
+        "ember_h2d": 0, "ember_d2h": 0, "allocator_h2d": 2 * 32 * 4, "allocator_d2h": 2 * 16 * 4}
+    import ember
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 16))
+    host = tmp_path / "host.pte"
+    ember.save(model.eval(), host, example_inputs=(torch.randn(2, 32),))
+    assert make_gpu_programs.expected_copies(host) == {
+        "ember_h2d": 2 * 32 * 4, "ember_d2h": 2 * 16 * 4, "allocator_h2d": 0, "allocator_d2h": 0}

@@ -8,6 +8,7 @@ with ember's own writer), for op codes, attributes and weight layouts.
 
 from __future__ import annotations
 
+import math
 import operator
 import struct
 from dataclasses import dataclass, field
@@ -32,8 +33,13 @@ from ember.partitioner import EmberPartitioner  # noqa: E402
 
 OPS = {1: "LINEAR", 2: "MATMUL", 3: "RELU", 4: "GELU", 5: "SIGMOID", 6: "TANH", 7: "SILU",
        8: "ADD", 9: "SUB", 10: "MUL", 11: "DIV", 12: "RESHAPE", 13: "PERMUTE", 14: "SOFTMAX",
-       15: "LAYER_NORM", 16: "COPY"}
-DTYPES = {1: torch.float32, 2: torch.float16, 3: torch.bfloat16}
+       15: "LAYER_NORM", 16: "COPY", 17: "CONV2D", 18: "MAX_POOL2D", 19: "AVG_POOL2D",
+       20: "ADAPTIVE_AVG_POOL2D", 21: "REDUCE_SUM", 22: "REDUCE_MEAN", 23: "REDUCE_MAX",
+       24: "POW", 25: "NEG", 26: "EXP", 27: "LOG", 28: "SQRT", 29: "RSQRT", 30: "ABS",
+       31: "RECIPROCAL", 32: "CLAMP", 33: "WHERE", 34: "EXPAND", 35: "SLICE", 36: "CAT",
+       37: "EMBEDDING", 38: "SDPA", 39: "CAST", 40: "MAXIMUM", 41: "MINIMUM"}
+DTYPES = {1: torch.float32, 2: torch.float16, 3: torch.bfloat16, 4: torch.int64, 5: torch.int32,
+          6: torch.bool}
 STORAGE = {0: "input", 1: "output", 2: "intermediate", 3: "constant"}
 
 
@@ -44,6 +50,7 @@ class PlanTensor:
     storage: str
     dims: List[int]
     data: bytes = b""
+    symbols: List[int] = field(default_factory=list)  # per dim: 0 static, k symbol k - 1
 
     def value(self) -> "torch.Tensor":
         t = torch.frombuffer(bytearray(self.data), dtype=DTYPES[self.dtype]) \
@@ -65,6 +72,7 @@ class Plan:
     ops: List[PlanOp] = field(default_factory=list)
     inputs: List[int] = field(default_factory=list)
     outputs: List[int] = field(default_factory=list)
+    symbols: List[tuple] = field(default_factory=list)  # (min, max) per symbol
 
     def op_names(self) -> List[str]:
         return [op.name for op in self.ops]
@@ -82,15 +90,21 @@ def decode_plan(blob: bytes) -> Plan:
     assert magic == b"EMBRPLAN"
     assert version == 1 and header_size >= 176 and flags == 0
     assert plan_size == len(blob)
-    sections = [struct.unpack_from("<QQ", blob, 64 + 16 * i) for i in range(7)]
-    strings, tensors, io, ops, operands, attrs, constants = sections
+    sections = [struct.unpack_from("<QQ", blob, 64 + 16 * i)
+                for i in range(8 if header_size >= 192 else 7)]
+    strings, tensors, io, ops, operands, attrs, constants = sections[:7]
     assert constants[0] % 64 == 0
     plan = Plan()
+    if len(sections) == 8:
+        off, size = sections[7]
+        plan.symbols = [struct.unpack_from("<qq", blob, off + 16 * k) for k in range(size // 16)]
     for i in range(num_tensors):
         (name_off, name_len, dtype, storage, rank, _, _, data_off, nbytes, *dims) = \
             struct.unpack_from("<IIBBBBIQQ8q", blob, tensors[0] + i * tensor_rec)
         name = blob[strings[0] + name_off:strings[0] + name_off + name_len].decode()
         t = PlanTensor(name, dtype, STORAGE[storage], list(dims[:rank]))
+        if tensor_rec >= 104:
+            t.symbols = list(blob[tensors[0] + i * tensor_rec + 96:][:rank])
         if t.storage == "constant":
             start = constants[0] + data_off
             t.data = blob[start:start + nbytes]
@@ -153,10 +167,61 @@ def run_plan(plan: Plan, inputs: List["torch.Tensor"]) -> List["torch.Tensor"]:
             b = next(rest) if has_b else None
             y = F.layer_norm(ins[0], ins[0].shape[len(ins[0].shape) - nd:], w, b, eps)
         else:
-            raise AssertionError(op.name)
+            y = run_new_op(op, ins, out)
         assert list(y.shape) == out.dims and y.dtype == DTYPES[out.dtype], op
         env[op.outputs[0]] = y
     return [env[i] for i in plan.outputs]
+
+
+def f64(bits: int) -> float:
+    return struct.unpack("<d", struct.pack("<q", bits))[0]
+
+
+def run_new_op(op: PlanOp, ins: List["torch.Tensor"], out: PlanTensor) -> "torch.Tensor":
+    """The ops of docs/plan-format.md from 17 on, with PyTorch."""
+    a = op.attrs
+    unary = {"NEG": torch.neg, "EXP": torch.exp, "LOG": torch.log, "SQRT": torch.sqrt,
+             "RSQRT": torch.rsqrt, "ABS": torch.abs, "RECIPROCAL": torch.reciprocal}
+    binary = {"POW": torch.pow, "MAXIMUM": torch.maximum, "MINIMUM": torch.minimum}
+    reduce = {"REDUCE_SUM": torch.sum, "REDUCE_MEAN": torch.mean, "REDUCE_MAX": torch.amax}
+    if op.name == "CONV2D":
+        return F.conv2d(ins[0], ins[1], ins[2] if len(ins) == 3 else None, a[0:2], a[2:4],
+                        a[4:6], a[6])
+    if op.name == "MAX_POOL2D":
+        return F.max_pool2d(ins[0], a[0:2], a[2:4], a[4:6], a[6:8], bool(a[8]))
+    if op.name == "AVG_POOL2D":
+        return F.avg_pool2d(ins[0], a[0:2], a[2:4], a[4:6], bool(a[6]), bool(a[7]), a[8] or None)
+    if op.name == "ADAPTIVE_AVG_POOL2D":
+        return F.adaptive_avg_pool2d(ins[0], out.dims[2:])
+    if op.name in reduce:
+        dims = [d for d in range(ins[0].dim()) if a[0] >> d & 1]
+        return reduce[op.name](ins[0], dims, keepdim=bool(a[1]))
+    if op.name in unary:
+        return unary[op.name](ins[0])
+    if op.name in binary:
+        return binary[op.name](*ins)
+    if op.name == "CLAMP":
+        return torch.clamp(ins[0], f64(a[0]), f64(a[1]))
+    if op.name == "WHERE":
+        return torch.where(*ins)
+    if op.name == "EXPAND":
+        return ins[0].expand(out.dims).clone()
+    if op.name == "SLICE":
+        dim, start, step = a
+        return ins[0].narrow(dim, start, ins[0].shape[dim] - start)[
+            (slice(None),) * dim + (slice(None, None, step),)][
+            (slice(None),) * dim + (slice(0, out.dims[dim]),)].clone()
+    if op.name == "CAT":
+        return torch.cat(ins, a[0])
+    if op.name == "EMBEDDING":
+        return F.embedding(ins[1], ins[0])
+    if op.name == "SDPA":
+        mask = ins[3] if len(ins) == 4 else None
+        return F.scaled_dot_product_attention(ins[0], ins[1], ins[2], attn_mask=mask,
+                                              is_causal=bool(a[0]), scale=f64(a[1]))
+    if op.name == "CAST":
+        return ins[0].to(DTYPES[out.dtype])
+    raise AssertionError(op.name)
 
 
 # ---- lowering helpers ---------------------------------------------------------------------
@@ -168,6 +233,7 @@ class Lowered:
     delegates: List[LoweredBackendModule]
     plans: List[Plan]
     outside: List[str]  # ops left to ExecuTorch's kernels, as "aten.cumsum.default"
+    user_inputs: List[str] = field(default_factory=list)  # placeholder names of the inputs
 
     @property
     def plan(self) -> Plan:
@@ -200,7 +266,8 @@ def lower(model, inputs, dynamic_shapes=None, **partitioner_kwargs) -> Lowered:
     ember_delegates = [d for d in delegates if d.backend_id == "EmberBackend"]
     assert len(ember_delegates) == len(delegates)
     plans = [decode_plan(bytes(d.processed_bytes)) for d in ember_delegates]
-    return Lowered(gm, ember_delegates, plans, outside)
+    user_inputs = list(edge.exported_program().graph_signature.user_inputs)
+    return Lowered(gm, ember_delegates, plans, outside, user_inputs)
 
 
 def assert_plan_matches_eager(model, inputs, atol=1e-5, rtol=1e-5) -> Lowered:
@@ -209,8 +276,7 @@ def assert_plan_matches_eager(model, inputs, atol=1e-5, rtol=1e-5) -> Lowered:
     low = lower(model, inputs)
     assert low.outside == [] and len(low.plans) == 1
     gm = low.graph_module
-    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    by_name = {n.name: value for n, value in zip(placeholders, inputs)}
+    by_name = dict(zip(low.user_inputs, inputs))
     call = next(n for n in gm.graph.nodes
                 if n.target is torch.ops.higher_order.executorch_call_delegate)
     got = run_plan(low.plan, [by_name[a.name] for a in call.args[1:]])
@@ -374,10 +440,12 @@ def test_matmul_with_permuted_constant_folds_the_permute_into_the_constant():
 
 
 def test_matmul_with_a_vector_is_not_kept_whole():
-    # MATMUL needs rank >= 2; matrix @ vector decomposes (into mul + sum) instead.
+    # MATMUL needs rank >= 2; matrix @ vector decomposes (into mul + sum), which Ember
+    # takes as MUL and REDUCE_SUM.
     low = lower(Fn(lambda m, a, b: torch.matmul(a, b)), [x_(3, 4), x_(4)])
     assert "MATMUL" not in low.all_plan_ops()
-    assert "aten.matmul.default" not in low.outside
+    assert low.outside == []
+    assert {"MUL", "REDUCE_SUM"} <= set(low.all_plan_ops())
 
 
 # ---- elementwise ----------------------------------------------------------------------
@@ -497,10 +565,11 @@ def test_softmax(dim, expected):
     assert low.plan.the("SOFTMAX").attrs == [expected]
 
 
-def test_softmax_to_another_dtype_leaves_the_cast_outside():
+def test_softmax_to_another_dtype_is_a_cast_then_softmax():
     low = lower(Fn(lambda m, x: torch.softmax(x, -1, dtype=torch.float32)),
                 [x_(2, 3, dtype=torch.float16)])
-    assert low.outside == ["dim_order_ops._to_dim_order_copy.default"]
+    assert low.outside == []
+    assert low.plan.op_names() == ["CAST", "SOFTMAX"]
     op = low.plan.the("SOFTMAX")
     assert DTYPES[low.plan.tensors[op.inputs[0]].dtype] == torch.float32
 
@@ -553,18 +622,42 @@ def test_integer_ops_are_not_claimed():
     assert not delegated(low)
 
 
-def test_mixed_dtype_inputs_leave_the_cast_outside():
-    # Ember has no cast of a non-constant tensor: type promotion's cast runs outside.
+def test_mixed_dtype_inputs_are_cast_in_the_plan():
+    # Type promotion's cast of a non-constant tensor is a CAST op.
     low = lower(Fn(lambda m, a, b: a + b), [x_(2, 3), x_(2, 3, dtype=torch.float16)])
-    assert low.outside == ["dim_order_ops._to_dim_order_copy.default"]
+    assert low.outside == []
+    assert low.plan.op_names() == ["CAST", "ADD"]
     op = low.plan.the("ADD")
     assert {low.plan.tensors[i].dtype for i in op.inputs + op.outputs} == {1}
 
 
-def test_dynamic_shapes_are_not_claimed():
+def test_dynamic_batch_is_claimed_with_its_bounds():
     batch = Dim("batch", min=2, max=64)
     low = lower(nn.Sequential(nn.Linear(8, 8), nn.ReLU()), [x_(4, 8)],
                 dynamic_shapes=({0: batch},))
+    assert low.outside == []
+    plan = low.plan
+    assert plan.symbols == [(2, 64)]
+    x, y = plan.tensors[plan.inputs[0]], plan.tensors[plan.outputs[0]]
+    assert (x.dims, x.symbols) == ([64, 8], [1, 0])  # recorded at the largest batch
+    assert (y.dims, y.symbols) == ([64, 8], [1, 0])
+
+
+def test_flattened_dynamic_batch_is_a_multiple_of_the_symbol():
+    class M(nn.Module):
+        def forward(self, x):
+            b, t, d = x.shape
+            return torch.relu(x.reshape(b * t, d)).reshape(b, t, d).sum(1)
+
+    low = lower(M(), [x_(4, 3, 8)], dynamic_shapes=({0: Dim("batch", min=2, max=16)},))
+    assert low.outside == []
+    flat = [t for t in low.plan.tensors if t.dims == [48, 8]]
+    assert flat and all(t.symbols == [1, 0] for t in flat)  # 3 * s0, at s0 = 16
+
+
+def test_unbounded_dynamic_dims_are_not_claimed():
+    low = lower(nn.Sequential(nn.Linear(8, 8), nn.ReLU()), [x_(4, 8)],
+                dynamic_shapes=({0: Dim("batch", min=2)},))
     assert not delegated(low)
 
 
@@ -603,13 +696,13 @@ def test_ops_to_not_decompose_keeps_only_ops_ember_claims_everywhere():
     assert EmberPartitioner().ops_to_not_decompose(ep64)[0] == []
 
 
-def test_partition_with_non_float_boundary_is_refused(monkeypatch):
-    # The node checks already refuse integer ops; with them switched off, the partition
-    # check alone must still keep an integer-crossing partition out of Ember.
+def test_partition_with_a_boundary_dtype_a_plan_cannot_hold_is_refused(monkeypatch):
+    # The node checks already refuse float64 ops; with them switched off, the partition
+    # check alone must still keep a float64-crossing partition out of Ember.
     import ember.partitioner as partitioner_module
 
     monkeypatch.setattr(partitioner_module, "unsupported_reason", lambda node, ctx: None)
-    low = lower(Fn(lambda m, a: a * 2), [torch.arange(6)])
+    low = lower(Fn(lambda m, a: a * 2), [torch.arange(6, dtype=torch.float64)])
     assert not delegated(low)
 
 
@@ -707,8 +800,9 @@ def test_transformer_block_is_one_delegate():
     for name in ("LAYER_NORM", "LINEAR", "MATMUL", "SOFTMAX", "GELU", "ADD", "MUL",
                  "PERMUTE", "RESHAPE"):
         assert name in ops, name
-    # unbind lowers to slicing, which Ember does not run
-    assert set(low.outside) <= {"aten.select_copy.int", "aten.slice_copy.Tensor"}
+    # unbind lowers to slicing, which Ember runs as SLICE
+    assert low.outside == []
+    assert "SLICE" in ops
 
 
 # ---- meaning: the plans compute what the models compute ---------------------------------
@@ -759,3 +853,100 @@ def test_attention_block_plan_computes_the_model():
 
     torch.manual_seed(0)
     assert_plan_matches_eager(Attention(), [x_(2, 5, 16)])
+
+
+# ---- the ops of convnets, transformers and decoders ---------------------------------------
+
+
+def test_convolution_and_its_batch_norm_are_one_conv2d_with_folded_weights():
+    conv, bn = nn.Conv2d(3, 4, 3, padding=1, stride=2), nn.BatchNorm2d(4)
+    bn.running_mean.uniform_(-1, 1)
+    bn.running_var.uniform_(0.5, 2)
+    bn.weight.data.uniform_(0.5, 1.5)
+    bn.bias.data.uniform_(-1, 1)
+    model = nn.Sequential(conv, bn)
+    low = assert_plan_matches_eager(model, [x_(2, 3, 8, 8)])
+    assert low.plan.op_names() == ["CONV2D"]
+    op = low.plan.the("CONV2D")
+    assert op.attrs == [2, 2, 1, 1, 1, 1, 1]
+    scale = bn.weight / torch.sqrt(bn.running_var + bn.eps)
+    w, b = (low.plan.tensors[i].value() for i in op.inputs[1:])
+    torch.testing.assert_close(w, conv.weight * scale.reshape(-1, 1, 1, 1))
+    torch.testing.assert_close(b, (conv.bias - bn.running_mean) * scale + bn.bias)
+
+
+def test_batch_norm_after_another_op_is_a_mul_and_an_add():
+    bn = nn.BatchNorm2d(3)
+    bn.running_var.fill_(2.0)
+    low = assert_plan_matches_eager(nn.Sequential(nn.ReLU(), bn), [x_(2, 3, 4, 4)])
+    assert low.plan.op_names() == ["RELU", "MUL", "ADD"]
+    assert low.plan.tensors[low.plan.the("MUL").inputs[1]].dims == [3, 1, 1]
+
+
+def test_depthwise_and_one_dimensional_convolutions():
+    model = nn.Sequential(nn.Conv2d(4, 4, 3, padding=2, dilation=2, groups=4), nn.ReLU())
+    low = assert_plan_matches_eager(model, [x_(1, 4, 6, 6)])
+    assert low.plan.the("CONV2D").attrs == [1, 1, 2, 2, 2, 2, 4]
+    low = assert_plan_matches_eager(nn.Conv1d(3, 5, 3, stride=2), [x_(2, 3, 9)])
+    assert low.plan.op_names() == ["RESHAPE", "CONV2D", "RESHAPE"]
+    assert low.plan.the("CONV2D").attrs == [1, 2, 0, 0, 1, 1, 1]
+
+
+def test_pools_and_reductions():
+    model = Fn(lambda m, x: (F.max_pool2d(x, 3, 2, 1, ceil_mode=True),
+                             F.avg_pool2d(x, 2, count_include_pad=False, padding=1),
+                             F.adaptive_avg_pool2d(x, (2, 3)), x.mean((2, 3), keepdim=True),
+                             x.sum(1), x.amax(-1)))
+    low = assert_plan_matches_eager(model, [x_(2, 3, 7, 6)])
+    plan = low.plan
+    assert plan.the("MAX_POOL2D").attrs == [3, 3, 2, 2, 1, 1, 1, 1, 1]
+    assert plan.the("AVG_POOL2D").attrs == [2, 2, 2, 2, 1, 1, 0, 0, 0]
+    assert plan.the("REDUCE_MEAN").attrs == [0b1100, 1]
+    assert plan.the("REDUCE_SUM").attrs == [0b0010, 0]
+    assert plan.the("REDUCE_MAX").attrs == [0b1000, 0]
+
+
+def test_scaled_dot_product_attention_is_kept_whole():
+    def fn(m, q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    low = assert_plan_matches_eager(Fn(fn), [x_(2, 4, 6, 8), x_(2, 4, 6, 8), x_(2, 4, 6, 8)])
+    assert low.plan.op_names() == ["SDPA"]
+    assert low.plan.the("SDPA").attrs == [1, f64_bits(1 / math.sqrt(8))]  # as PyTorch
+
+
+def test_causal_mask_built_in_forward_folds_to_one_bool_constant():
+    def fn(m, s):
+        t = s.shape[-1]
+        allowed = torch.tril(torch.ones(t, t, dtype=torch.bool))
+        return torch.softmax(s.masked_fill(~allowed, float("-inf")), -1)
+
+    low = assert_plan_matches_eager(Fn(fn), [x_(2, 5, 5)])
+    assert low.plan.op_names() == ["WHERE", "SOFTMAX"]
+    cond = low.plan.tensors[low.plan.the("WHERE").inputs[0]]
+    assert cond.storage == "constant" and DTYPES[cond.dtype] == torch.bool
+    assert torch.equal(cond.value(), ~torch.tril(torch.ones(5, 5, dtype=torch.bool)))
+
+
+def test_embedding_takes_int64_indices_from_the_method():
+    emb = nn.Embedding(10, 4)
+    low = assert_plan_matches_eager(emb, [torch.tensor([[1, 9, 0]])])
+    op = low.plan.the("EMBEDDING")
+    w, idx = (low.plan.tensors[i] for i in op.inputs)
+    assert (w.storage, idx.storage, DTYPES[idx.dtype]) == ("constant", "input", torch.int64)
+
+
+def test_split_select_slice_and_cat_are_slices_and_cats():
+    def fn(m, x):
+        a, b = x.chunk(2, -1)
+        return torch.cat([b, a], -1), x[:, 1], x[..., 1::2]
+
+    low = assert_plan_matches_eager(Fn(fn), [x_(2, 3, 4)])
+    names = low.plan.op_names()
+    assert names.count("SLICE") == 4 and names.count("CAT") == 1 and "RESHAPE" in names
+    assert low.outside == []
+
+
+def test_casts_of_computed_tensors_are_cast_ops():
+    low = assert_plan_matches_eager(Fn(lambda m, x: (x.half() * 2).float()), [x_(2, 3)])
+    assert low.plan.op_names() == ["CAST", "MUL", "CAST"]

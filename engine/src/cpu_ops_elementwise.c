@@ -19,7 +19,12 @@ static double apply_unary(ember_opcode opcode, const unary_params* p, double x) 
     case EMBER_OP_RELU:
       return x < 0.0 ? 0.0 : x; /* NaN passes through, as in PyTorch */
     case EMBER_OP_GELU:
-      if (p->gelu_approximate == 0) return 0.5 * x * (1.0 + erf(x * 0.70710678118654752440));
+      if (p->gelu_approximate == 0) {
+        /* PyTorch's CPU kernels give NaN for the erf form at +inf (and so does this: the
+         * oracle follows PyTorch); the tanh form gives +inf. Both give NaN at -inf. */
+        if (isinf(x) && x > 0.0) return NAN;
+        return 0.5 * x * (1.0 + erf(x * 0.70710678118654752440));
+      }
       return 0.5 * x *
              (1.0 + tanh(0.79788456080286535588 /* sqrt(2/pi) */ * (x + 0.044715 * x * x * x)));
     case EMBER_OP_SIGMOID:

@@ -133,7 +133,9 @@ void ember_cpu_conv2d(const ember_cpu_op_args* args) {
             }
           }
           const size_t y_row = (size_t)(((image * o + oc) * oh + r) * ow + c0);
-          for (int64_t j = 0; j < width; ++j) ember_cpu_store(y_data, dtype, y_row + (size_t)j, block[j]);
+          for (int64_t j = 0; j < width; ++j) {
+            ember_cpu_store(y_data, dtype, y_row + (size_t)j, block[j]);
+          }
         }
       }
     }
@@ -209,11 +211,15 @@ void ember_cpu_sdpa(const ember_cpu_op_args* args) {
         for (size_t j = 0; j < s; ++j) {
           const double p = exp(scores[j] - max);
           sum += p;
-          for (size_t t = 0; t < ev; ++t) row[t] += p * ember_cpu_load(v_data, dtype, v_base + j * ev + t);
+          for (size_t t = 0; t < ev; ++t) {
+            row[t] += p * ember_cpu_load(v_data, dtype, v_base + j * ev + t);
+          }
         }
         for (size_t t = 0; t < ev; ++t) row[t] /= sum;
       }
-      for (size_t t = 0; t < ev; ++t) ember_cpu_store(y_data, dtype, (batch * l + i) * ev + t, row[t]);
+      for (size_t t = 0; t < ev; ++t) {
+        ember_cpu_store(y_data, dtype, (batch * l + i) * ev + t, row[t]);
+      }
     }
     ember_cpu_broadcast_walk_next(&walk);
   }

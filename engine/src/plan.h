@@ -233,8 +233,8 @@ const char* ember_opcode_name(uint32_t opcode);
 /* "input", "output", "intermediate", "constant"; "unknown" otherwise. */
 const char* ember_storage_name(uint32_t storage);
 
-/* Dynamic shapes (plan_verifier.c, "run-time shapes"). A run's symbol values come from its input bindings;
- * from them every tensor's dims follow. */
+/* Dynamic shapes (plan_verifier.c, "run-time shapes"). A run's symbol values come from
+ * its input bindings; from them every tensor's dims follow. */
 
 /* The dims of `tensor` when the symbols have `symbol_values` (num_symbols entries; may be
  * NULL for a plan without symbols). Writes tensor->rank entries of out_dims. */

@@ -18,6 +18,7 @@
 
 #include "checked_math.h"
 #include "plan.h"
+#include "program_internal.h"
 #include "shape_text.h"
 
 typedef struct op_context {
@@ -694,7 +695,8 @@ static ember_status* verify_pool2d(const op_context* ctx) {
   EMBER_RETURN_IF_ERROR(expect_static(ctx, "input", x, 2, 4));
   int64_t a[EMBER_ATTR_POOL_COUNT];
   for (uint32_t i = 0; i < EMBER_ATTR_POOL_COUNT; ++i) a[i] = ember_plan_op_attr(plan, op, i);
-  const int64_t ceil_mode = a[is_max ? EMBER_ATTR_MAX_POOL_CEIL_MODE : EMBER_ATTR_AVG_POOL_CEIL_MODE];
+  const int64_t ceil_mode =
+      a[is_max ? EMBER_ATTR_MAX_POOL_CEIL_MODE : EMBER_ATTR_AVG_POOL_CEIL_MODE];
   if (ceil_mode != 0 && ceil_mode != 1) {
     return OP_ERROR(ctx, "ceil_mode %" PRId64 " must be 0 or 1", ceil_mode);
   }
@@ -1267,6 +1269,72 @@ ember_status* ember_plan_check_outputs(const ember_plan* plan, const char* funct
                                tensor->dynamic ? " for these inputs" : "", d);
     }
     EMBER_RETURN_IF_ERROR(check_binding_bytes(function, "output", i, tensor, binding, dims));
+  }
+  return NULL;
+}
+
+/* ---- program-level queries of dynamic shapes (ember.h, "Dynamic shapes") ---------------
+ *
+ * They live here, beside the checks they are made of, and read only the program's
+ * verified plan (immutable after create, so no lock is taken). */
+
+ember_status* ember_program_input_dim_bounds(const ember_program* program, size_t index,
+                                             int64_t* out_min, int64_t* out_max) {
+  if (program == NULL || out_min == NULL || out_max == NULL) {
+    return ember_status_make(EMBER_INVALID_ARGUMENT, "ember_program_input_dim_bounds: %s is "
+                             "NULL",
+                             program == NULL ? "program" : out_min == NULL ? "out_min"
+                                                                           : "out_max");
+  }
+  const ember_plan* plan = &program->plan;
+  if (index >= plan->num_inputs) {
+    return ember_status_make(EMBER_INVALID_ARGUMENT, "ember_program_input_dim_bounds: index "
+                             "%zu is out of range; the program has %" PRIu32 " inputs",
+                             index, plan->num_inputs);
+  }
+  const ember_tensor_desc* tensor = &plan->tensors[plan->inputs[index]];
+  for (uint32_t d = 0; d < tensor->rank; ++d) {
+    const uint8_t symbol = tensor->dim_symbols[d];
+    out_max[d] = tensor->dims[d];
+    out_min[d] = symbol == 0 ? tensor->dims[d]
+                             : tensor->dims[d] / plan->symbols[symbol - 1u].max *
+                                   plan->symbols[symbol - 1u].min;
+  }
+  return NULL;
+}
+
+ember_status* ember_program_resolve_outputs(const ember_program* program,
+                                            const ember_tensor_binding* inputs,
+                                            size_t num_inputs, ember_tensor_info* out_outputs,
+                                            size_t num_outputs) {
+  static const char kFunction[] = "ember_program_resolve_outputs";
+  if (program == NULL || out_outputs == NULL) {
+    return ember_status_make(EMBER_INVALID_ARGUMENT, "%s: %s is NULL", kFunction,
+                             program == NULL ? "program" : "out_outputs");
+  }
+  const ember_plan* plan = &program->plan;
+  if (num_inputs != plan->num_inputs || num_outputs != plan->num_outputs) {
+    return ember_status_make(EMBER_INVALID_ARGUMENT, "%s: %zu inputs and %zu outputs passed, "
+                             "the plan takes %" PRIu32 " inputs and %" PRIu32 " outputs",
+                             kFunction, num_inputs, num_outputs, plan->num_inputs,
+                             plan->num_outputs);
+  }
+  if (num_inputs > 0 && inputs == NULL) {
+    return ember_status_make(EMBER_INVALID_ARGUMENT, "%s: the inputs array is NULL", kFunction);
+  }
+  int64_t symbols[EMBER_PLAN_MAX_SYMBOLS];
+  EMBER_RETURN_IF_ERROR(ember_plan_bind_inputs(plan, kFunction, inputs, symbols));
+  for (uint32_t i = 0; i < plan->num_outputs; ++i) {
+    const ember_tensor_desc* tensor = &plan->tensors[plan->outputs[i]];
+    ember_tensor_info* info = &out_outputs[i];
+    memset(info, 0, sizeof *info);
+    info->name = tensor->name;
+    info->dtype = tensor->dtype;
+    info->rank = tensor->rank;
+    ember_plan_tensor_dims_at(plan, tensor, symbols, info->dims);
+    size_t nbytes = ember_dtype_size(tensor->dtype);
+    for (uint32_t d = 0; d < tensor->rank; ++d) nbytes *= (size_t)info->dims[d];
+    info->nbytes = nbytes; /* at most the plan's nbytes, which fits */
   }
   return NULL;
 }

@@ -190,53 +190,6 @@ ember_status* ember_program_output_info(const ember_program* program, size_t ind
   return get_info(program, false, index, out_info);
 }
 
-/* One binding against the plan's tensor: dtype, rank, dims, nbytes, then data. */
-static ember_status* check_binding(const char* role, uint32_t index,
-                                   const ember_tensor_desc* tensor,
-                                   const ember_tensor_binding* binding) {
-  ember_shape_text want, have;
-  const char* want_text = ember_shape_text_format(tensor->dims, tensor->rank, &want);
-  if (binding->dtype != tensor->dtype) {
-    return ember_status_make(EMBER_INVALID_ARGUMENT, "ember_program_run: %s %" PRIu32 " ('%s'):"
-                             " dtype %s (%d) passed, the plan expects %s",
-                             role, index, tensor->name, ember_dtype_name(binding->dtype),
-                             (int)binding->dtype, ember_dtype_name(tensor->dtype));
-  }
-  if (binding->rank != tensor->rank) {
-    return ember_status_make(EMBER_INVALID_ARGUMENT, "ember_program_run: %s %" PRIu32 " ('%s'):"
-                             " rank %" PRIu32 " passed, the plan expects rank %" PRIu32 " %s",
-                             role, index, tensor->name, binding->rank, tensor->rank,
-                             want_text);
-  }
-  if (binding->rank > 0 && binding->dims == NULL) {
-    return ember_status_make(EMBER_INVALID_ARGUMENT, "ember_program_run: %s %" PRIu32 " ('%s'):"
-                             " dims is NULL for rank %" PRIu32 "; the plan expects %s",
-                             role, index, tensor->name, binding->rank, want_text);
-  }
-  for (uint32_t d = 0; d < tensor->rank; ++d) {
-    if (binding->dims[d] != tensor->dims[d]) {
-      return ember_status_make(EMBER_INVALID_ARGUMENT, "ember_program_run: %s %" PRIu32
-                               " ('%s'): shape %s passed, the plan expects %s (dims[%" PRIu32
-                               "] differs)",
-                               role, index, tensor->name,
-                               ember_shape_text_format(binding->dims, binding->rank, &have),
-                               want_text, d);
-    }
-  }
-  if (binding->nbytes != tensor->nbytes) {
-    return ember_status_make(EMBER_INVALID_ARGUMENT, "ember_program_run: %s %" PRIu32 " ('%s'):"
-                             " nbytes %zu passed, the plan expects %zu (%s %s)",
-                             role, index, tensor->name, binding->nbytes, tensor->nbytes,
-                             ember_dtype_name(tensor->dtype), want_text);
-  }
-  if (binding->data == NULL && tensor->nbytes != 0) {
-    return ember_status_make(EMBER_INVALID_ARGUMENT, "ember_program_run: %s %" PRIu32 " ('%s'):"
-                             " data is NULL; the plan expects %zu bytes",
-                             role, index, tensor->name, tensor->nbytes);
-  }
-  return NULL;
-}
-
 /* Outputs are written while inputs and other outputs may still be read, so none of them
  * may share memory with any other binding. */
 static ember_status* check_output_aliasing(const ember_program* program,
@@ -281,14 +234,11 @@ ember_status* ember_program_run(ember_program* program, const ember_tensor_bindi
     return ember_status_make(EMBER_INVALID_ARGUMENT, "ember_program_run: the %s array is NULL",
                              outputs == NULL ? "outputs" : "inputs");
   }
-  for (uint32_t i = 0; i < plan->num_inputs; ++i) {
-    EMBER_RETURN_IF_ERROR(
-        check_binding("input", i, &plan->tensors[plan->inputs[i]], &inputs[i]));
-  }
-  for (uint32_t i = 0; i < plan->num_outputs; ++i) {
-    EMBER_RETURN_IF_ERROR(
-        check_binding("output", i, &plan->tensors[plan->outputs[i]], &outputs[i]));
-  }
+  /* Each binding against the plan: dtype, rank, dims (a dynamic dim within its bounds,
+   * outputs with the dims these inputs give), nbytes, then data (plan_verifier.c). */
+  int64_t symbols[EMBER_PLAN_MAX_SYMBOLS];
+  EMBER_RETURN_IF_ERROR(ember_plan_bind_inputs(plan, "ember_program_run", inputs, symbols));
+  EMBER_RETURN_IF_ERROR(ember_plan_check_outputs(plan, "ember_program_run", outputs, symbols));
   EMBER_RETURN_IF_ERROR(check_output_aliasing(program, inputs, outputs));
 
   if (pthread_mutex_lock(&program->run_mutex) != 0) {

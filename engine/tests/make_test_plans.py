@@ -189,7 +189,9 @@ def ref_unary(op, x, approximate=0):
     if op == pw.Op.RELU:
         fn = lambda v: max(v, 0.0)
     elif op == pw.Op.GELU and approximate == 0:
-        fn = lambda v: v * 0.5 * (1.0 + math.erf(v / math.sqrt(2.0)))
+        # PyTorch's CPU kernels: NaN at +inf (the tanh form gives +inf).
+        fn = lambda v: math.nan if v == math.inf else \
+            v * 0.5 * (1.0 + math.erf(v / math.sqrt(2.0)))
     elif op == pw.Op.GELU:
         c = math.sqrt(2.0 / math.pi)
         fn = lambda v: 0.5 * v * (1.0 + math.tanh(c * (v + 0.044715 * v ** 3)))

@@ -92,6 +92,96 @@ class WriterErrors(unittest.TestCase):
         self.assertRaisesMessage("no tensors", pw.PlanWriter().to_bytes)
 
 
+class WriterNewOps(unittest.TestCase):
+    """The writer's checks of ops 17 and on, and of dynamic dims, mirror the verifier."""
+
+    F = None
+
+    def setUp(self):
+        self.F = pw.Dtype.FLOAT32
+
+    def assertRaisesMessage(self, substring, fn, *args):
+        with self.assertRaises(ValueError) as ctx:
+            fn(*args)
+        self.assertIn(substring, str(ctx.exception))
+
+    def test_symbols(self):
+        w = pw.PlanWriter()
+        self.assertRaisesMessage("bounds [3, 2]", w.add_symbol, 3, 2)
+        self.assertRaisesMessage("bounds [0, 0]", w.add_symbol, 0, 0)
+        s = w.add_symbol(1, 4)
+        self.assertRaisesMessage("not a positive multiple", w.add_input, "x", self.F, [6, 2],
+                                 [s, None])
+        self.assertRaisesMessage("names symbol 3", w.add_input, "x", self.F, [4], [3])
+        x = w.add_input("x", self.F, [8, 2], symbols=[s, None])  # 2 * s0
+        c = w.add_constant("c", self.F, [2], bytes(8))
+        y = w.add_output("y", self.F, [8, 2])  # static: differs from [2*s0, 2]
+        w.add_op(pw.Op.ADD, [x, c], [y])
+        self.assertRaisesMessage("expected [2*s0, 2]", w.to_bytes)
+
+    def test_unbound_symbol_and_dynamic_constant(self):
+        w = pw.PlanWriter()
+        s = w.add_symbol(1, 4)
+        x = w.add_input("x", self.F, [2])
+        y = w.add_output("y", self.F, [4], symbols=[s])
+        w.add_op(pw.Op.RELU, [x], [y])
+        self.assertRaisesMessage("symbol 0 is not a dim of any input", w.to_bytes)
+
+    def test_op_rules(self):
+        F, B, I64 = self.F, pw.Dtype.BOOL, pw.Dtype.INT64
+
+        def conv(w):
+            x = w.add_input("x", F, [1, 4, 5, 5])
+            k = w.add_constant("k", F, [4, 2, 3, 3], bytes(288))
+            w.add_op(pw.Op.CONV2D, [x, k], [w.add_output("y", F, [1, 4, 5, 5])],
+                     [1, 1, 1, 1, 1, 1, 3])
+
+        def pool(w):
+            x = w.add_input("x", F, [1, 1, 4, 4])
+            w.add_op(pw.Op.MAX_POOL2D, [x], [w.add_output("y", F, [1, 1, 2, 2])],
+                     [2, 2, 2, 2, 2, 2, 1, 1, 0])
+
+        def slice_(w):
+            x = w.add_input("x", F, [2, 5])
+            w.add_op(pw.Op.SLICE, [x], [w.add_output("y", F, [2, 3])], [1, 3, 1])
+
+        def where(w):
+            c = w.add_input("c", F, [2])
+            a = w.add_input("a", F, [2])
+            w.add_op(pw.Op.WHERE, [c, a, a], [w.add_output("y", F, [2])])
+
+        def embedding(w):
+            t = w.add_constant("t", F, [4, 2], bytes(32))
+            i = w.add_input("i", F, [3])
+            w.add_op(pw.Op.EMBEDDING, [t, i], [w.add_output("y", F, [3, 2])])
+
+        def sdpa(w):
+            q = w.add_input("q", F, [2, 3, 4])
+            m = w.add_input("m", B, [3, 3])
+            w.add_op(pw.Op.SDPA, [q, q, q, m], [w.add_output("y", F, [2, 3, 4])],
+                     [1, pw.f64_bits(0.5)])
+
+        def reduce_max(w):
+            s = w.add_symbol(0, 4)
+            x = w.add_input("x", F, [4, 2], symbols=[s, None])
+            w.add_op(pw.Op.REDUCE_MAX, [x], [w.add_output("y", F, [2])], [1, 0])
+
+        def cast(w):
+            x = w.add_input("x", I64, [2])
+            w.add_op(pw.Op.CAST, [x], [w.add_output("y", B, [3])])
+
+        cases = [("groups 3 does not fit", conv), ("exceeds half the kernel", pool),
+                 ("do not fit in dims[1] = 5", slice_), ("condition must be BOOL", where),
+                 ("indices must be INT64 or INT32", embedding),
+                 ("a mask or is_causal, not both", sdpa), ("which may be 0", reduce_max),
+                 ("expected [2]", cast)]
+        for expected, build in cases:
+            with self.subTest(expected=expected):
+                w = pw.PlanWriter()
+                build(w)
+                self.assertRaisesMessage(expected, w.to_bytes)
+
+
 class WriterLayout(unittest.TestCase):
     def chain(self, n):
         """x -> relu -> t0 -> relu -> t1 ... -> y: each intermediate dies one op later."""

@@ -3,7 +3,7 @@
 // ember::executorch_backend registers EmberBackend when the program starts).
 //
 //   reference_runner MODEL.pte [--method forward] [--iterations N] [--inputs FILE]
-//                    [--outputs FILE] [--device-resident]
+//                    [--outputs FILE] [--device-resident] [--expect-no-host-device-copies]
 //
 // --device-resident (builds with the CUDA toolkit only): for a program exported to keep
 // its method inputs and outputs on the GPU (examples/export_device_resident.py), this
@@ -17,9 +17,16 @@
 // --outputs, written as raw bytes in the same layout, so a script can compare them with
 // PyTorch. The median execute time over the iterations is printed.
 //
+// Copies between host and device over the timed iterations are read from EmberBackend's
+// counters through ExecuTorch's get_option (no Ember header): what Ember's engine copied
+// to stage host-bound inputs and outputs, and what ExecuTorch copied through the CUDA
+// device allocator (its et_copy boundary operators). They are printed per execute, and
+// --expect-no-host-device-copies makes any non-zero count an error (exit 3).
+//
 // Any ExecuTorch error is printed with its code, and the exit status is non-zero.
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cinttypes>
 #include <cstdint>
@@ -30,11 +37,13 @@
 #include <iostream>
 #include <iterator>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include <executorch/extension/module/module.h>
 #include <executorch/extension/tensor/tensor.h>
 #include <executorch/runtime/backend/interface.h>
+#include <executorch/runtime/backend/options.h>
 #include <executorch/runtime/core/error.h>
 #include <executorch/runtime/core/exec_aten/util/scalar_type_util.h>
 #include <executorch/runtime/platform/runtime.h>
@@ -63,11 +72,13 @@ struct Options {
   std::string inputs;
   std::string outputs;
   bool device_resident = false;
+  bool expect_no_copies = false;
 };
 
 void usage() {
   std::cerr << "usage: reference_runner MODEL.pte [--method forward] [--iterations N]\n"
-               "                        [--inputs FILE] [--outputs FILE] [--device-resident]\n";
+               "                        [--inputs FILE] [--outputs FILE] [--device-resident]\n"
+               "                        [--expect-no-host-device-copies]\n";
 }
 
 bool parse_options(int argc, char** argv, Options* options) {
@@ -97,6 +108,8 @@ bool parse_options(int argc, char** argv, Options* options) {
                    "(CMake found no CUDAToolkit when this one was configured)\n";
       return false;
 #endif
+    } else if (arg == "--expect-no-host-device-copies") {
+      options->expect_no_copies = true;
     } else if (!arg.empty() && arg[0] != '-' && options->model.empty()) {
       options->model = arg;
     } else {
@@ -241,6 +254,54 @@ void print_registered_backends() {
     std::cout << (i == 0 ? " " : ", ") << (name.ok() ? name.get() : "?");
   }
   std::cout << "\n";
+}
+
+// EmberBackend's counters (see delegate/ember_backend.cpp), read through ExecuTorch's
+// backend options. Values are decimal strings; a key the backend does not fill stays "".
+constexpr const char* kCounterKeys[] = {
+    "ember.bytes_host_to_device",
+    "ember.bytes_device_to_host",
+    "device_allocator.bytes_host_to_device",
+    "device_allocator.bytes_device_to_host",
+    "ember.runs",
+};
+constexpr size_t kNumCounters = sizeof(kCounterKeys) / sizeof(kCounterKeys[0]);
+
+struct Counters {
+  bool ok = false;
+  std::string allocator;  // who serves ExecuTorch's CUDA device allocator
+  uint64_t values[kNumCounters] = {};
+};
+
+Counters read_counters() {
+  using executorch::runtime::BackendOption;
+  using executorch::runtime::kMaxOptionValueLength;
+  BackendOption options[kNumCounters + 1];
+  for (size_t i = 0; i <= kNumCounters; ++i) {
+    const char* key = i < kNumCounters ? kCounterKeys[i] : "device_allocator";
+    std::snprintf(options[i].key, sizeof(options[i].key), "%s", key);
+    options[i].value = std::array<char, kMaxOptionValueLength>{};
+  }
+  Counters counters;
+  const Error error = executorch::runtime::get_option(
+      kEmberBackend, executorch::runtime::Span<BackendOption>(options, kNumCounters + 1));
+  if (error != Error::Ok) {
+    return counters;
+  }
+  counters.ok = true;
+  for (size_t i = 0; i <= kNumCounters; ++i) {
+    const auto* text = std::get_if<std::array<char, kMaxOptionValueLength>>(&options[i].value);
+    if (text == nullptr || (*text)[0] == '\0') {
+      counters.ok = false;
+      continue;
+    }
+    if (i == kNumCounters) {
+      counters.allocator = text->data();
+    } else {
+      counters.values[i] = std::strtoull(text->data(), nullptr, 10);
+    }
+  }
+  return counters;
 }
 
 #if defined(EMBER_RUNNER_WITH_CUDA)
@@ -411,6 +472,7 @@ int main(int argc, char** argv) {
 #endif
 
   // Run.
+  const Counters before = read_counters();
   std::vector<double> milliseconds;
   std::vector<EValue> outputs;
   for (long iteration = 0; iteration < options.iterations; ++iteration) {
@@ -424,6 +486,26 @@ int main(int argc, char** argv) {
     }
     milliseconds.push_back(std::chrono::duration<double, std::milli>(stop - start).count());
     outputs = std::move(result.get());
+  }
+  const Counters after = read_counters();
+  bool copies_seen = false;
+  if (before.ok && after.ok) {
+    const auto per_execute = [&](size_t i) {
+      return static_cast<double>(after.values[i] - before.values[i]) /
+             static_cast<double>(options.iterations);
+    };
+    for (size_t i = 0; i < 4; ++i) {
+      copies_seen = copies_seen || after.values[i] != before.values[i];
+    }
+    std::printf("device allocator: %s\n", after.allocator.c_str());
+    std::printf("host<->device bytes per execute: ember h2d %.0f d2h %.0f; "
+                "device allocator h2d %.0f d2h %.0f (%llu ember delegate runs over %ld executes)\n",
+                per_execute(0), per_execute(1), per_execute(2), per_execute(3),
+                static_cast<unsigned long long>(after.values[4] - before.values[4]),
+                options.iterations);
+  } else {
+    std::printf("host<->device bytes per execute: unknown (EmberBackend's counters could not be "
+                "read)\n");
   }
 
   // Report and write the outputs of the last iteration.
@@ -483,5 +565,15 @@ int main(int argc, char** argv) {
   const size_t n = sorted.size();
   const double median = n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0;
   std::printf("median execute time: %.4g ms over %zu iterations\n", median, n);
+  // The same in microseconds with the spread, for benchmarks to parse.
+  const auto at = [&](double q) { return sorted[static_cast<size_t>(q * static_cast<double>(n - 1))]; };
+  std::printf("execute us: median %.2f p10 %.2f p90 %.2f min %.2f n %zu\n", median * 1e3,
+              at(0.1) * 1e3, at(0.9) * 1e3, sorted.front() * 1e3, n);
+  if (options.expect_no_copies && (copies_seen || !before.ok || !after.ok)) {
+    std::fprintf(stderr, "error: --expect-no-host-device-copies: %s\n",
+                 copies_seen ? "the executes copied between host and device"
+                             : "EmberBackend's counters could not be read");
+    return 3;
+  }
   return 0;
 }

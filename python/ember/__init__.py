@@ -17,6 +17,10 @@ Names:
     save(...)           export, partition, lower, write a .pte; returns the path
     EmberPartitioner    the partitioner, for to_edge_transform_and_lower
     EmberBackend        the BackendDetails subclass (preprocess)
+    delegation_report   per method: Ember partitions, operator nodes delegated and left
+                        outside, for a program from to_edge_transform_and_lower
+    pte_delegation_report  the same read from a .pte (partitions, plan ops, kernel calls
+                        outside delegates); what `python -m ember.inspect` prints
 
 `import ember` imports neither torch nor executorch; the names that need them load on
 first use. `ember/plan_writer.py` is standard library only and can be loaded by file path.
@@ -33,13 +37,14 @@ BACKEND_ID = "EmberBackend"
 OUTPUT_FORMATS = ("executorch",)
 
 __all__ = ["BACKEND_ID", "OUTPUT_FORMATS", "EmberBackend", "EmberPartitioner", "save",
-           "__version__"]
+           "delegation_report", "pte_delegation_report", "__version__"]
 
 if TYPE_CHECKING:  # pragma: no cover
     from .backend import EmberBackend
     from .partitioner import EmberPartitioner
 
-_LAZY = {"EmberBackend": "backend", "EmberPartitioner": "partitioner"}
+_LAZY = {"EmberBackend": "backend", "EmberPartitioner": "partitioner",
+         "delegation_report": "report", "pte_delegation_report": "report"}
 
 
 def __getattr__(name: str) -> Any:

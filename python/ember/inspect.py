@@ -3,8 +3,9 @@
     python -m ember.inspect MODEL.pte [--expect-device-resident] [--expect-delegate ID]
 
 For each method: its delegates (backend id, size of the processed blob, and for Ember
-the number of operations in the plan), the operator table (what runs outside delegates),
-and every method input and output with dtype, shape and device.
+the number of operations in the plan), a delegation line (Ember partitions, their plan
+ops, and how many operator calls run outside any delegate), the operator table (what runs
+outside delegates), and every method input and output with dtype, shape and device.
 
 --expect-device-resident  exit 1 unless no operator is one of ExecuTorch's boundary copies
                           (et_copy::_h2d_copy, et_copy::_d2h_copy) and every method input
@@ -51,6 +52,7 @@ class MethodSummary:
     delegates: list[DelegateSummary] = field(default_factory=list)
     inputs: list[TensorSummary] = field(default_factory=list)
     outputs: list[TensorSummary] = field(default_factory=list)
+    operator_calls: int = 0  # kernel calls outside delegates (ExecuTorch prim ops aside)
 
 
 def _ember_plan_op_count(blob: bytes) -> int | None:
@@ -107,6 +109,7 @@ def summarize(path: str) -> list[MethodSummary]:
                     plan_ops=_ember_plan_op_count(blob) if blob is not None else None,
                 )
             )
+        summary.operator_calls = _operator_calls(plan)
         for index_list, target in ((plan.inputs, summary.inputs), (plan.outputs, summary.outputs)):
             for index in index_list:
                 value = plan.values[index].val
@@ -114,6 +117,30 @@ def summarize(path: str) -> list[MethodSummary]:
                     target.append(_tensor_summary(value))
         methods.append(summary)
     return methods
+
+
+def _operator_calls(plan) -> int:
+    from executorch.exir.schema import KernelCall
+
+    calls = 0
+    for chain in plan.chains:
+        for instruction in chain.instructions:
+            args = instruction.instr_args
+            if isinstance(args, KernelCall) and \
+                    not plan.operators[args.op_index].name.startswith("executorch_prim::"):
+                calls += 1
+    return calls
+
+
+def delegation_line(method: MethodSummary) -> str:
+    """"delegated: 1 Ember partition (35 plan ops), 0 operator calls outside delegates"."""
+    ember = [d for d in method.delegates if d.backend_id == "EmberBackend"]
+    plan_ops = sum(d.plan_ops or 0 for d in ember)
+    others = len(method.delegates) - len(ember)
+    return (f"delegated: {len(ember)} Ember partition{'s' * (len(ember) != 1)} "
+            f"({plan_ops} plan ops), {method.operator_calls} operator "
+            f"call{'s' * (method.operator_calls != 1)} outside delegates"
+            + (f", {others} other delegate{'s' * (others != 1)}" if others else ""))
 
 
 def device_resident_problems(methods: list[MethodSummary]) -> list[str]:
@@ -137,6 +164,7 @@ def _format(methods: list[MethodSummary]) -> str:
         for d in method.delegates:
             ops = f", {d.plan_ops} plan ops" if d.plan_ops is not None else ""
             lines.append(f"    {d.backend_id}: {d.size} bytes{ops}")
+        lines.append(f"  {delegation_line(method)}")
         lines.append(f"  operators: {len(method.operators)}")
         for op in method.operators:
             lines.append(f"    {op}")

@@ -7,15 +7,19 @@ partitions; each becomes one delegate call running one plan. Anything unclaimed 
 outside and runs on ExecuTorch's own kernels (or on a later partitioner's backend, such as
 XNNPACK, when several are passed to to_edge_transform_and_lower).
 
-A partition is also refused as a whole when a tensor crossing its boundary is not
-float32/float16/bfloat16, has a dynamic shape, or is not contiguous. The node checks
-already make that impossible; the partition check states the delegate's calling contract
-in one place and keeps it true if a node check is ever loosened.
+A partition is also refused as a whole when a value crossing its boundary is not a
+tensor (a SymInt that computes a view's size belongs inside, with the view), has a dtype
+a plan cannot hold, a dynamic shape a plan cannot record (docs/plan-format.md "Dynamic
+dims"), or is not contiguous; and when it only folds constants or computes shapes, which
+is no work for a delegate. The node checks already make most of that impossible; the
+partition check states the delegate's calling contract in one place and keeps it true if
+a node check is ever loosened.
 
-ops_to_not_decompose keeps aten.linear, aten.matmul and aten.silu whole, but only for an
-op every one of whose calls in the program Ember will claim: ExecuTorch refuses a program
-in which a kept-whole op is left undelegated, and an op that is not kept whole decomposes
-into core ops that Ember may still claim (linear into permute_copy + addmm, for one).
+ops_to_not_decompose keeps aten.linear, aten.matmul, aten.silu and
+aten.scaled_dot_product_attention whole, but only for an op every one of whose calls in
+the program Ember will claim: ExecuTorch refuses a program in which a kept-whole op is
+left undelegated, and an op that is not kept whole decomposes into core ops that Ember
+may still claim (linear into permute_copy + addmm, for one).
 """
 
 from __future__ import annotations
@@ -34,11 +38,12 @@ from torch.fx.passes.operator_support import OperatorSupportBase
 
 from .backend import BACKEND_ID, EmberBackend  # noqa: F401  (registers the backend class)
 from .lowering import (
-    FLOAT_DTYPES,
     KEEP_WHOLE_OPS,
+    PLAN_DTYPES,
     GraphContext,
-    _static_shape,
+    _is_symint_node,
     op_name,
+    plan_shape,
     unsupported_reason,
 )
 
@@ -93,8 +98,8 @@ class EmberOperatorSupport(OperatorSupportBase):
 
 def _boundary_problem(partition: Partition, ctx: GraphContext) -> Optional[str]:
     nodes = set(partition.nodes)
-    if all(ctx.is_constant_valued(n) for n in nodes):
-        return "it only folds constants"
+    if all(ctx.is_constant_valued(n) or _is_symint_node(n) for n in nodes):
+        return "it only folds constants or computes shapes"
     crossing = []
     for node in nodes:
         for arg in node.all_input_nodes:
@@ -106,11 +111,15 @@ def _boundary_problem(partition: Partition, ctx: GraphContext) -> Optional[str]:
         val = node.meta.get("val")
         if not isinstance(val, torch.Tensor):
             return f"{kind} {node.name} is not a tensor"
-        if val.dtype not in FLOAT_DTYPES:
+        if val.dtype not in PLAN_DTYPES:
             return f"{kind} {node.name} has dtype {val.dtype}"
-        if _static_shape(val) is None:
-            return f"{kind} {node.name} has a dynamic shape"
-        if not val.is_contiguous():
+        if plan_shape(val, ctx.ep) is None:
+            return f"{kind} {node.name} has a dynamic shape a plan cannot record"
+        try:
+            contiguous = bool(val.is_contiguous())
+        except Exception:  # a symbolic stride the fake tensor cannot decide
+            contiguous = False
+        if not contiguous:
             return f"{kind} {node.name} is not contiguous"
     return None
 

@@ -87,6 +87,54 @@ typedef enum ember_executor_kind {
 
 EMBER_API const char* ember_executor_kind_name(ember_executor_kind kind);
 
+/* ---- device memory ----------------------------------------------------------------
+ *
+ * Plain CUDA device memory and synchronous host<->device copies, through the driver the
+ * engine loads at run time (nothing is linked). For a host framework's device allocator:
+ * the delegate registers ExecuTorch's CUDA DeviceAllocator on these functions when no
+ * other is registered (docs/device-resident.md). Memory lives in the device's primary
+ * context, the one the CUDA runtime and PyTorch use, so a pointer from here is valid
+ * there and the other way round. Every function is thread-safe and none aborts.
+ *
+ * Without CUDA (a build without it, no driver, no device) each function returns
+ * EMBER_UNAVAILABLE naming what is missing. A device index the driver does not know, or
+ * a pointer that is not memory of that device, is EMBER_INVALID_ARGUMENT; a failed
+ * allocation EMBER_OUT_OF_MEMORY. */
+
+/* The number of CUDA devices the driver sees; 0 with an error when there is no CUDA. */
+EMBER_API ember_status* ember_device_count(int* out_count);
+
+/* Allocates `nbytes` on device `device_index` (0 bytes gives a small distinct block).
+ * `alignment` is 0 (the driver's 256) or a power of two up to 256. */
+EMBER_API ember_status* ember_device_allocate(int device_index, size_t nbytes, size_t alignment,
+                                              void** out_ptr);
+/* Frees what ember_device_allocate returned (or any cuMemAlloc'ed memory of that device).
+ * NULL is a no-op. */
+EMBER_API ember_status* ember_device_free(int device_index, void* ptr);
+
+/* Copy `nbytes` between host memory and memory of device `device_index`; complete when
+ * they return. 0 bytes is a no-op. */
+EMBER_API ember_status* ember_device_copy_host_to_device(int device_index, void* dst_device,
+                                                         const void* src_host, size_t nbytes);
+EMBER_API ember_status* ember_device_copy_device_to_host(int device_index, void* dst_host,
+                                                         const void* src_device, size_t nbytes);
+
+/* Cumulative counters of the functions above, process-wide, successful calls only. These
+ * are the host<->device copies a host framework made through Ember's allocator (for
+ * ExecuTorch: its et_copy boundary operators); a program's own staging copies are in
+ * ember_program_stats. */
+typedef struct ember_device_memory_stats {
+  uint64_t allocations;
+  uint64_t frees;
+  uint64_t bytes_allocated;
+  uint64_t copies_host_to_device;
+  uint64_t copies_device_to_host;
+  uint64_t bytes_host_to_device;
+  uint64_t bytes_device_to_host;
+} ember_device_memory_stats;
+
+EMBER_API void ember_device_memory_get_stats(ember_device_memory_stats* out_stats);
+
 /* ---- plan verification ------------------------------------------------------------ */
 
 /* Verifies a plan (structure, then meaning) without creating anything. */
@@ -180,6 +228,39 @@ EMBER_API const char* ember_program_fallback_reason(const ember_program* program
 
 /* The engine's version, "MAJOR.MINOR.PATCH". */
 EMBER_API const char* ember_version_string(void);
+
+
+/* ==== Dynamic shapes ==================================================================
+ *
+ * A plan may record dims that vary from run to run (docs/plan-format.md "Dynamic dims"):
+ * such a dim is coefficient x s for a symbol s with bounds [min, max] (a dynamic batch,
+ * or batch x sequence after a flatten). For such a plan:
+ *
+ * - ember_program_input_info and ember_program_output_info give the largest shapes (each
+ *   dynamic dim at its symbol's max); memory is sized for them at create.
+ * - ember_program_input_dim_bounds gives the bounds of each dim of an input.
+ * - ember_program_run takes input bindings whose dynamic dims are within bounds (and
+ *   consistent where two dims share a symbol), and output bindings with exactly the dims
+ *   these inputs give (ember_program_resolve_outputs). A dim outside its bounds is
+ *   EMBER_INVALID_ARGUMENT naming the input, the dim, the size passed and the bounds.
+ *
+ * For a plan without dynamic dims both functions report the plan's fixed shapes. */
+
+/* The bounds of each dim of input `index`: out_min[d] and out_max[d] for d < the input's
+ * rank (equal for a static dim). Both arrays must hold EMBER_MAX_RANK entries. */
+EMBER_API ember_status* ember_program_input_dim_bounds(const ember_program* program,
+                                                       size_t index, int64_t* out_min,
+                                                       int64_t* out_max);
+
+/* Checks `inputs` as ember_program_run checks them (dtype, rank, dims within bounds,
+ * nbytes, data) and fills out_outputs[0..num_outputs) with each output's name, dtype,
+ * rank, dims and nbytes for a run with these inputs. num_inputs and num_outputs must be
+ * the program's counts. Reads no tensor data. */
+EMBER_API ember_status* ember_program_resolve_outputs(const ember_program* program,
+                                                      const ember_tensor_binding* inputs,
+                                                      size_t num_inputs,
+                                                      ember_tensor_info* out_outputs,
+                                                      size_t num_outputs);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -20,7 +20,7 @@
 #define EMBER_CUDA_ALIGNMENT 256u
 /* The most GEMM workspace a heuristic may ask for (what NVIDIA suggests for Hopper). */
 #define EMBER_CUDA_MAX_WORKSPACE (32u << 20)
-#define EMBER_CUDA_MAX_PARAMS 256u
+#define EMBER_CUDA_MAX_PARAMS 512u
 #define EMBER_CUDA_MAX_REFS 4u
 
 /* A tensor a step reads or writes: for a kernel step, where in its parameter struct the
@@ -40,8 +40,10 @@ typedef struct ember_cuda_step {
   unsigned int grid;
   alignas(16) uint8_t params[EMBER_CUDA_MAX_PARAMS];
   void* args[1];
-  /* GEMM steps: index into executor->gemms. */
+  /* GEMM steps: index into executor->gemms, and the addresses of operands that are not
+  * plan tensors (CONV2D's im2col buffer and augmented weights), by GEMM slot. */
   uint32_t gemm;
+  uint64_t fixed[EMBER_CUDA_MAX_REFS];
   uint32_t num_refs;
   ember_cuda_ref refs[EMBER_CUDA_MAX_REFS];
   /* Whether a ref is an input or output (whose address can change between runs), and
@@ -77,6 +79,16 @@ typedef struct ember_cuda_executor {
   CUdeviceptr staging;
   CUdeviceptr workspace;
   size_t workspace_size;
+  /* EMBEDDING's out-of-range check (0 when the plan has no EMBEDDING), and where a run
+   * reads it back. */
+  CUdeviceptr embedding_error;
+  uint64_t embedding_error_host;
+  /* CONV2D as implicit GEMM: the im2col buffer (the largest any such conv needs), the
+   * weights with the bias appended to each row, and each op's offset in them
+   * (UINT64_MAX: the direct kernel). */
+  CUdeviceptr conv_col;
+  CUdeviceptr conv_weights;
+  uint64_t* conv_weight_offset;
 
   /* Inputs then outputs: slot = io_index, or num_inputs + io_index. */
   uint32_t num_io;
@@ -137,6 +149,9 @@ static uint64_t tensor_address_callback(void* context, uint32_t t) {
 
 /* ---- building steps ------------------------------------------------------------------- */
 
+static ember_status* allocate(ember_cuda_executor* executor, size_t bytes, const char* what,
+                              CUdeviceptr* out);
+
 static unsigned int grid_for_elements(const ember_cuda_executor* executor, uint64_t count) {
   uint64_t blocks = (count + EMBER_K_BLOCK - 1) / EMBER_K_BLOCK;
   const uint64_t cap = (uint64_t)executor->sm_count * 8u;
@@ -193,8 +208,23 @@ static ember_k_unary_op unary_op_of(const ember_plan* plan, const ember_op_desc*
                  : EMBER_K_UNARY_GELU_TANH;
     case EMBER_OP_SIGMOID: return EMBER_K_UNARY_SIGMOID;
     case EMBER_OP_TANH: return EMBER_K_UNARY_TANH;
+    case EMBER_OP_NEG: return EMBER_K_UNARY_NEG;
+    case EMBER_OP_EXP: return EMBER_K_UNARY_EXP;
+    case EMBER_OP_LOG: return EMBER_K_UNARY_LOG;
+    case EMBER_OP_SQRT: return EMBER_K_UNARY_SQRT;
+    case EMBER_OP_RSQRT: return EMBER_K_UNARY_RSQRT;
+    case EMBER_OP_ABS: return EMBER_K_UNARY_ABS;
+    case EMBER_OP_RECIPROCAL: return EMBER_K_UNARY_RECIPROCAL;
+    case EMBER_OP_CLAMP: return EMBER_K_UNARY_CLAMP;
     default: return EMBER_K_UNARY_SILU;
   }
+}
+
+static float attr_f64_as_float(const ember_plan* plan, const ember_op_desc* op, uint32_t i) {
+  const int64_t bits = ember_plan_op_attr(plan, op, i);
+  double value;
+  memcpy(&value, &bits, sizeof value);
+  return (float)value;
 }
 
 static void build_unary(ember_cuda_executor* executor, uint32_t i) {
@@ -205,6 +235,10 @@ static void build_unary(ember_cuda_executor* executor, uint32_t i) {
   ember_k_unary_params p = {0};
   p.count = y->numel;
   p.op = (int32_t)unary_op_of(plan, op);
+  if (op->opcode == EMBER_OP_CLAMP) {
+    p.clamp_min = attr_f64_as_float(plan, op, EMBER_ATTR_CLAMP_MIN_F64);
+    p.clamp_max = attr_f64_as_float(plan, op, EMBER_ATTR_CLAMP_MAX_F64);
+  }
   ember_cuda_step* step = add_kernel_step(
       executor, i, EMBER_CUDA_KERNEL_UNARY + ember_cuda_dtype_index(y->dtype),
       grid_for_elements(executor, y->numel), &p, sizeof p);
@@ -226,6 +260,18 @@ static void broadcast_strides(const ember_tensor_desc* t, uint32_t rank, int64_t
   }
 }
 
+static ember_k_binary_op binary_op_of(ember_opcode opcode) {
+  switch (opcode) {
+    case EMBER_OP_SUB: return EMBER_K_BINARY_SUB;
+    case EMBER_OP_MUL: return EMBER_K_BINARY_MUL;
+    case EMBER_OP_DIV: return EMBER_K_BINARY_DIV;
+    case EMBER_OP_POW: return EMBER_K_BINARY_POW;
+    case EMBER_OP_MAXIMUM: return EMBER_K_BINARY_MAXIMUM;
+    case EMBER_OP_MINIMUM: return EMBER_K_BINARY_MINIMUM;
+    default: return EMBER_K_BINARY_ADD;
+  }
+}
+
 static void build_binary(ember_cuda_executor* executor, uint32_t i) {
   const ember_plan* plan = executor->plan;
   const ember_op_desc* op = &plan->ops[i];
@@ -238,7 +284,7 @@ static void build_binary(ember_cuda_executor* executor, uint32_t i) {
   broadcast_strides(b, y->rank, bs);
   ember_k_binary_params p = {0};
   p.count = y->numel;
-  p.op = (int32_t)(op->opcode - EMBER_OP_ADD); /* ADD SUB MUL DIV are consecutive */
+  p.op = (int32_t)binary_op_of(op->opcode);
   /* Collapse: drop size-1 dims, merge a dim into the one before it when both inputs
    * step through the pair as through one dim. */
   uint32_t rank = 0;
@@ -283,44 +329,23 @@ static void build_copy(ember_cuda_executor* executor, uint32_t i) {
   add_ref(executor, step, ember_plan_op_output(plan, op, 0), offsetof(ember_k_copy_params, y));
 }
 
+static void add_gather_step(ember_cuda_executor* executor, uint32_t i, uint32_t rank,
+                            const int64_t* dims, const int64_t* x_strides, int64_t x_offset);
+
 static void build_permute(ember_cuda_executor* executor, uint32_t i) {
   const ember_plan* plan = executor->plan;
   const ember_op_desc* op = &plan->ops[i];
   const ember_tensor_desc* x = ember_plan_op_input_tensor(plan, op, 0);
   const ember_tensor_desc* y = ember_plan_op_output_tensor(plan, op, 0);
   if (y->numel == 0) return;
-  int64_t x_strides[EMBER_MAX_RANK];
+  int64_t x_strides[EMBER_MAX_RANK], strides[EMBER_MAX_RANK];
   int64_t stride = 1;
   for (uint32_t d = x->rank; d-- > 0;) {
     x_strides[d] = stride;
     stride *= x->dims[d];
   }
-  ember_k_permute_params p = {0};
-  p.count = y->numel;
-  uint32_t rank = 0;
-  for (uint32_t d = 0; d < y->rank; ++d) {
-    const int64_t s = x_strides[ember_plan_op_attr(plan, op, d)];
-    if (y->dims[d] == 1) continue;
-    if (rank > 0 && p.x_strides[rank - 1] == s * y->dims[d]) {
-      p.dims[rank - 1] *= y->dims[d];
-      p.x_strides[rank - 1] = s;
-      continue;
-    }
-    p.dims[rank] = y->dims[d];
-    p.x_strides[rank] = s;
-    ++rank;
-  }
-  if (rank == 0 || (rank == 1 && p.x_strides[0] == 1)) {
-    build_copy(executor, i); /* the permutation moves nothing: a plain copy */
-    return;
-  }
-  p.rank = rank;
-  const uint32_t kernel = ember_dtype_size(y->dtype) == 2 ? EMBER_CUDA_KERNEL_PERMUTE_2
-                                                          : EMBER_CUDA_KERNEL_PERMUTE_4;
-  ember_cuda_step* step = add_kernel_step(executor, i, kernel,
-                                          grid_for_elements(executor, y->numel), &p, sizeof p);
-  add_ref(executor, step, ember_plan_op_input(plan, op, 0), offsetof(ember_k_permute_params, x));
-  add_ref(executor, step, ember_plan_op_output(plan, op, 0), offsetof(ember_k_permute_params, y));
+  for (uint32_t d = 0; d < y->rank; ++d) strides[d] = x_strides[ember_plan_op_attr(plan, op, d)];
+  add_gather_step(executor, i, y->rank, y->dims, strides, 0);
 }
 
 static void build_softmax(ember_cuda_executor* executor, uint32_t i) {
@@ -526,15 +551,648 @@ static ember_status* build_gemm(ember_cuda_executor* executor, uint32_t i, uint3
   return NULL;
 }
 
+/* ---- ops of plan format issue 5: layout, selection, reductions, attention, conv, pools -- */
+
+/* Element strides of a contiguous tensor. */
+static void contiguous_strides(const ember_tensor_desc* t, int64_t* out) {
+  int64_t stride = 1;
+  for (uint32_t d = t->rank; d-- > 0;) {
+    out[d] = stride;
+    stride *= t->dims[d];
+  }
+}
+
+/* Collapses y's dims for a kernel that walks them with `n` strided inputs: size-1 dims
+ * are dropped and a dim merges into the one before it when every input steps through
+ * the pair as through one dim. in[k] are input k's strides per y dim; out[k] receives
+ * the collapsed ones. Returns the rank, at least 1 (a single element is [1]). */
+static uint32_t collapse_dims(uint32_t y_rank, const int64_t* y_dims, uint32_t n,
+                              const int64_t* const* in, int64_t* dims, int64_t* const* out) {
+  uint32_t rank = 0;
+  for (uint32_t d = 0; d < y_rank; ++d) {
+    if (y_dims[d] == 1) continue;
+    bool merge = rank > 0;
+    for (uint32_t k = 0; k < n && merge; ++k) merge = out[k][rank - 1] == in[k][d] * y_dims[d];
+    if (merge) {
+      dims[rank - 1] *= y_dims[d];
+      for (uint32_t k = 0; k < n; ++k) out[k][rank - 1] = in[k][d];
+      continue;
+    }
+    dims[rank] = y_dims[d];
+    for (uint32_t k = 0; k < n; ++k) out[k][rank] = in[k][d];
+    ++rank;
+  }
+  if (rank == 0) {
+    dims[0] = 1;
+    for (uint32_t k = 0; k < n; ++k) out[k][0] = 0;
+    rank = 1;
+  }
+  return rank;
+}
+
+/* A copy of `rows` rows (CAT's inputs, SLICE with step 1, a shifted contiguous block). */
+static void add_copy_rows_step(ember_cuda_executor* executor, uint32_t i, uint32_t x_tensor,
+                               uint32_t y_tensor, const ember_k_copy_rows_params* p) {
+  ember_cuda_step* step = add_kernel_step(
+      executor, i, EMBER_CUDA_KERNEL_COPY_ROWS,
+      grid_for_elements(executor, (uint64_t)(p->rows * ((p->row_bytes + 15) / 16))), p,
+      sizeof *p);
+  add_ref(executor, step, x_tensor, offsetof(ember_k_copy_rows_params, x));
+  add_ref(executor, step, y_tensor, offsetof(ember_k_copy_rows_params, y));
+}
+
+/* y[i] = x[x_offset + offset(i)] over y's dims (PERMUTE, EXPAND, SLICE); one that moves
+ * a contiguous block is a copy. */
+static void add_gather_step(ember_cuda_executor* executor, uint32_t i, uint32_t rank,
+                            const int64_t* dims, const int64_t* x_strides, int64_t x_offset) {
+  const ember_plan* plan = executor->plan;
+  const ember_op_desc* op = &plan->ops[i];
+  const uint32_t x_tensor = ember_plan_op_input(plan, op, 0);
+  const uint32_t y_tensor = ember_plan_op_output(plan, op, 0);
+  const ember_tensor_desc* y = &plan->tensors[y_tensor];
+  const size_t element_size = ember_dtype_size(y->dtype);
+  ember_k_gather_params p = {0};
+  p.count = y->numel;
+  p.x_offset = x_offset;
+  const int64_t* in[1] = {x_strides};
+  int64_t* out[1] = {p.x_strides};
+  p.rank = collapse_dims(rank, dims, 1, in, p.dims, out);
+  if (p.rank == 1 && (p.x_strides[0] == 1 || p.dims[0] == 1)) {
+    if (x_offset == 0) {
+      build_copy(executor, i);
+      return;
+    }
+    ember_k_copy_rows_params c = {0};
+    c.rows = 1;
+    c.row_bytes = (int64_t)y->nbytes;
+    c.x_pitch = c.y_pitch = c.row_bytes;
+    c.x_offset = x_offset * (int64_t)element_size;
+    add_copy_rows_step(executor, i, x_tensor, y_tensor, &c);
+    return;
+  }
+  ember_cuda_step* step = add_kernel_step(
+      executor, i, EMBER_CUDA_KERNEL_GATHER + ember_cuda_size_index(element_size),
+      grid_for_elements(executor, y->numel), &p, sizeof p);
+  add_ref(executor, step, x_tensor, offsetof(ember_k_gather_params, x));
+  add_ref(executor, step, y_tensor, offsetof(ember_k_gather_params, y));
+}
+
+static void build_expand(ember_cuda_executor* executor, uint32_t i) {
+  const ember_plan* plan = executor->plan;
+  const ember_op_desc* op = &plan->ops[i];
+  const ember_tensor_desc* x = ember_plan_op_input_tensor(plan, op, 0);
+  const ember_tensor_desc* y = ember_plan_op_output_tensor(plan, op, 0);
+  if (y->numel == 0) return;
+  int64_t strides[EMBER_MAX_RANK];
+  broadcast_strides(x, y->rank, strides);
+  add_gather_step(executor, i, y->rank, y->dims, strides, 0);
+}
+
+static void build_slice(ember_cuda_executor* executor, uint32_t i) {
+  const ember_plan* plan = executor->plan;
+  const ember_op_desc* op = &plan->ops[i];
+  const ember_tensor_desc* x = ember_plan_op_input_tensor(plan, op, 0);
+  const ember_tensor_desc* y = ember_plan_op_output_tensor(plan, op, 0);
+  if (y->numel == 0) return;
+  const uint32_t dim = (uint32_t)ember_plan_op_attr(plan, op, EMBER_ATTR_SLICE_DIM);
+  const int64_t start = ember_plan_op_attr(plan, op, EMBER_ATTR_SLICE_START);
+  const int64_t step = ember_plan_op_attr(plan, op, EMBER_ATTR_SLICE_STEP);
+  int64_t strides[EMBER_MAX_RANK];
+  contiguous_strides(x, strides);
+  if (step == 1) {
+    /* Rows of y.dims[dim] * inner contiguous elements. */
+    const int64_t element_size = (int64_t)ember_dtype_size(y->dtype);
+    const int64_t inner = strides[dim] * element_size;
+    ember_k_copy_rows_params c = {0};
+    c.rows = (int64_t)(y->numel / (uint64_t)(y->dims[dim] * strides[dim]));
+    c.row_bytes = y->dims[dim] * inner;
+    c.x_pitch = x->dims[dim] * inner;
+    c.y_pitch = c.row_bytes;
+    c.x_offset = start * inner;
+    add_copy_rows_step(executor, i, ember_plan_op_input(plan, op, 0),
+                       ember_plan_op_output(plan, op, 0), &c);
+    return;
+  }
+  const int64_t offset = start * strides[dim];
+  strides[dim] *= step;
+  add_gather_step(executor, i, y->rank, y->dims, strides, offset);
+}
+
+static void build_cat(ember_cuda_executor* executor, uint32_t i) {
+  const ember_plan* plan = executor->plan;
+  const ember_op_desc* op = &plan->ops[i];
+  const ember_tensor_desc* y = ember_plan_op_output_tensor(plan, op, 0);
+  if (y->numel == 0) return;
+  const uint32_t dim = (uint32_t)ember_plan_op_attr(plan, op, EMBER_ATTR_CAT_DIM);
+  int64_t outer = 1, inner = (int64_t)ember_dtype_size(y->dtype);
+  for (uint32_t d = 0; d < dim; ++d) outer *= y->dims[d];
+  for (uint32_t d = dim + 1; d < y->rank; ++d) inner *= y->dims[d];
+  int64_t column = 0;
+  for (uint32_t k = 0; k < op->num_inputs; ++k) {
+    const ember_tensor_desc* x = ember_plan_op_input_tensor(plan, op, k);
+    const int64_t x_row = x->dims[dim] * inner;
+    if (x_row != 0) {
+      ember_k_copy_rows_params c = {0};
+      c.rows = outer;
+      c.row_bytes = x_row;
+      c.x_pitch = x_row;
+      c.y_pitch = y->dims[dim] * inner;
+      c.y_offset = column;
+      add_copy_rows_step(executor, i, ember_plan_op_input(plan, op, k),
+                         ember_plan_op_output(plan, op, 0), &c);
+    }
+    column += x_row;
+  }
+}
+
+static void build_where(ember_cuda_executor* executor, uint32_t i) {
+  const ember_plan* plan = executor->plan;
+  const ember_op_desc* op = &plan->ops[i];
+  const ember_tensor_desc* y = ember_plan_op_output_tensor(plan, op, 0);
+  if (y->numel == 0) return;
+  int64_t cs[EMBER_MAX_RANK], as[EMBER_MAX_RANK], bs[EMBER_MAX_RANK];
+  broadcast_strides(ember_plan_op_input_tensor(plan, op, 0), y->rank, cs);
+  broadcast_strides(ember_plan_op_input_tensor(plan, op, 1), y->rank, as);
+  broadcast_strides(ember_plan_op_input_tensor(plan, op, 2), y->rank, bs);
+  ember_k_where_params p = {0};
+  p.count = y->numel;
+  const int64_t* in[3] = {cs, as, bs};
+  int64_t* out[3] = {p.cond_strides, p.a_strides, p.b_strides};
+  p.rank = collapse_dims(y->rank, y->dims, 3, in, p.dims, out);
+  ember_cuda_step* step = add_kernel_step(
+      executor, i, EMBER_CUDA_KERNEL_WHERE + ember_cuda_size_index(ember_dtype_size(y->dtype)),
+      grid_for_elements(executor, y->numel), &p, sizeof p);
+  add_ref(executor, step, ember_plan_op_input(plan, op, 0), offsetof(ember_k_where_params, cond));
+  add_ref(executor, step, ember_plan_op_input(plan, op, 1), offsetof(ember_k_where_params, a));
+  add_ref(executor, step, ember_plan_op_input(plan, op, 2), offsetof(ember_k_where_params, b));
+  add_ref(executor, step, ember_plan_op_output(plan, op, 0), offsetof(ember_k_where_params, y));
+}
+
+static void build_cast(ember_cuda_executor* executor, uint32_t i) {
+  const ember_plan* plan = executor->plan;
+  const ember_op_desc* op = &plan->ops[i];
+  const ember_tensor_desc* x = ember_plan_op_input_tensor(plan, op, 0);
+  const ember_tensor_desc* y = ember_plan_op_output_tensor(plan, op, 0);
+  if (y->numel == 0) return;
+  if (x->dtype == y->dtype) {
+    build_copy(executor, i);
+    return;
+  }
+  ember_k_cast_params p = {0};
+  p.count = y->numel;
+  p.x_dtype = (int32_t)x->dtype;
+  p.y_dtype = (int32_t)y->dtype;
+  ember_cuda_step* step = add_kernel_step(executor, i, EMBER_CUDA_KERNEL_CAST,
+                                          grid_for_elements(executor, y->numel), &p, sizeof p);
+  add_ref(executor, step, ember_plan_op_input(plan, op, 0), offsetof(ember_k_cast_params, x));
+  add_ref(executor, step, ember_plan_op_output(plan, op, 0), offsetof(ember_k_cast_params, y));
+}
+
+static void build_embedding(ember_cuda_executor* executor, uint32_t i) {
+  const ember_plan* plan = executor->plan;
+  const ember_op_desc* op = &plan->ops[i];
+  const ember_tensor_desc* w = ember_plan_op_input_tensor(plan, op, 0);
+  const ember_tensor_desc* indices = ember_plan_op_input_tensor(plan, op, 1);
+  const ember_tensor_desc* y = ember_plan_op_output_tensor(plan, op, 0);
+  if (y->numel == 0) return;
+  ember_k_embedding_params p = {0};
+  p.error = executor->embedding_error;
+  p.count = (int64_t)indices->numel;
+  p.rows = w->dims[0];
+  p.cols = w->dims[1];
+  p.index_is_64 = indices->dtype == EMBER_DTYPE_INT64;
+  p.op_index = i;
+  const uint32_t kernel = ember_dtype_size(y->dtype) == 2 ? EMBER_CUDA_KERNEL_EMBEDDING_2
+                                                          : EMBER_CUDA_KERNEL_EMBEDDING_4;
+  ember_cuda_step* step = add_kernel_step(executor, i, kernel,
+                                          grid_for_elements(executor, y->numel), &p, sizeof p);
+  add_ref(executor, step, ember_plan_op_input(plan, op, 0), offsetof(ember_k_embedding_params, w));
+  add_ref(executor, step, ember_plan_op_input(plan, op, 1),
+          offsetof(ember_k_embedding_params, indices));
+  add_ref(executor, step, ember_plan_op_output(plan, op, 0), offsetof(ember_k_embedding_params, y));
+}
+
+/* Appends dim (size, stride) to a group of dims, merging it into the group's last dim
+ * when the pair is contiguous (row-major: outer stride = inner stride x inner size). */
+static void group_append(uint32_t* rank, int64_t* dims, int64_t* strides, int64_t size,
+                         int64_t stride) {
+  if (size == 1) return;
+  if (*rank > 0 && strides[*rank - 1] == stride * size) {
+    dims[*rank - 1] *= size;
+    strides[*rank - 1] = stride;
+    return;
+  }
+  dims[*rank] = size;
+  strides[*rank] = stride;
+  ++*rank;
+}
+
+static void build_reduce(ember_cuda_executor* executor, uint32_t i) {
+  const ember_plan* plan = executor->plan;
+  const ember_op_desc* op = &plan->ops[i];
+  const ember_tensor_desc* x = ember_plan_op_input_tensor(plan, op, 0);
+  const ember_tensor_desc* y = ember_plan_op_output_tensor(plan, op, 0);
+  if (y->numel == 0) return;
+  const int64_t mask = ember_plan_op_attr(plan, op, EMBER_ATTR_REDUCE_DIM_MASK);
+  int64_t strides[EMBER_MAX_RANK];
+  contiguous_strides(x, strides);
+  ember_k_reduce_params p = {0};
+  p.op = op->opcode == EMBER_OP_REDUCE_SUM    ? EMBER_K_REDUCE_SUM
+         : op->opcode == EMBER_OP_REDUCE_MEAN ? EMBER_K_REDUCE_MEAN
+                                              : EMBER_K_REDUCE_MAX;
+  p.out_count = (int64_t)y->numel;
+  p.red_count = 1;
+  for (uint32_t d = 0; d < x->rank; ++d) {
+    if (((mask >> d) & 1) != 0) {
+      p.red_count *= x->dims[d];
+      group_append(&p.red_rank, p.red_dims, p.red_strides, x->dims[d], strides[d]);
+    } else {
+      group_append(&p.kept_rank, p.kept_dims, p.kept_strides, x->dims[d], strides[d]);
+    }
+  }
+  if (p.red_rank == 0) { /* every reduced dim has size 1 */
+    p.red_rank = 1;
+    p.red_dims[0] = 1;
+  }
+  const uint32_t dt = ember_cuda_dtype_index(y->dtype);
+  const bool short_reduction = p.red_count <= 32;
+  ember_cuda_step* step =
+      short_reduction
+          ? add_kernel_step(executor, i, EMBER_CUDA_KERNEL_REDUCE_THREAD + dt,
+                            grid_for_elements(executor, y->numel), &p, sizeof p)
+          : add_kernel_step(executor, i, EMBER_CUDA_KERNEL_REDUCE_BLOCK + dt,
+                            grid_for_rows(executor, y->numel), &p, sizeof p);
+  add_ref(executor, step, ember_plan_op_input(plan, op, 0), offsetof(ember_k_reduce_params, x));
+  add_ref(executor, step, ember_plan_op_output(plan, op, 0), offsetof(ember_k_reduce_params, y));
+}
+
+static void build_sdpa(ember_cuda_executor* executor, uint32_t i) {
+  const ember_plan* plan = executor->plan;
+  const ember_op_desc* op = &plan->ops[i];
+  const ember_tensor_desc* q = ember_plan_op_input_tensor(plan, op, 0);
+  const ember_tensor_desc* k = ember_plan_op_input_tensor(plan, op, 1);
+  const ember_tensor_desc* v = ember_plan_op_input_tensor(plan, op, 2);
+  const ember_tensor_desc* y = ember_plan_op_output_tensor(plan, op, 0);
+  if (y->numel == 0) return;
+  const uint32_t rank = q->rank;
+  ember_k_sdpa_params p = {0};
+  p.batches = 1;
+  p.batch_rank = rank - 2;
+  for (uint32_t d = 0; d + 2 < rank; ++d) {
+    p.batches *= q->dims[d];
+    p.batch_dims[d] = q->dims[d];
+  }
+  p.l = q->dims[rank - 2];
+  p.e = q->dims[rank - 1];
+  p.s = k->dims[rank - 2];
+  p.ev = v->dims[rank - 1];
+  p.scale = attr_f64_as_float(plan, op, EMBER_ATTR_SDPA_SCALE_F64);
+  p.is_causal = ember_plan_op_attr(plan, op, EMBER_ATTR_SDPA_IS_CAUSAL) != 0;
+  const ember_tensor_desc* mask = op->num_inputs == 4 ? ember_plan_op_input_tensor(plan, op, 3)
+                                                      : NULL;
+  if (mask != NULL) {
+    p.mask_kind = mask->dtype == EMBER_DTYPE_BOOL ? 2 : 1;
+    const uint32_t mr = mask->rank;
+    const int64_t cols = mr >= 1 ? mask->dims[mr - 1] : 1;
+    const int64_t rows = mr >= 2 ? mask->dims[mr - 2] : 1;
+    p.mask_col_stride = cols != 1 ? 1 : 0;
+    p.mask_row_stride = rows != 1 ? cols : 0;
+    int64_t mask_strides[EMBER_MAX_RANK];
+    contiguous_strides(mask, mask_strides);
+    /* The mask's batch dims align with q's at the right. */
+    for (uint32_t d = 0; d + 2 < rank; ++d) {
+      const int64_t md = (int64_t)d - ((int64_t)rank - (int64_t)mr);
+      p.mask_batch_strides[d] =
+          md >= 0 && md + 2 < (int64_t)mr && mask->dims[md] != 1 ? mask_strides[md] : 0;
+    }
+  }
+  const uint64_t rows = (uint64_t)(p.batches * p.l);
+  const uint64_t warps_per_block = EMBER_K_BLOCK / 32u;
+  ember_cuda_step* step = add_kernel_step(
+      executor, i, EMBER_CUDA_KERNEL_SDPA + ember_cuda_dtype_index(y->dtype),
+      grid_for_rows(executor, (rows + warps_per_block - 1) / warps_per_block), &p, sizeof p);
+  add_ref(executor, step, ember_plan_op_input(plan, op, 0), offsetof(ember_k_sdpa_params, q));
+  add_ref(executor, step, ember_plan_op_input(plan, op, 1), offsetof(ember_k_sdpa_params, k));
+  add_ref(executor, step, ember_plan_op_input(plan, op, 2), offsetof(ember_k_sdpa_params, v));
+  if (mask != NULL) {
+    add_ref(executor, step, ember_plan_op_input(plan, op, 3), offsetof(ember_k_sdpa_params, mask));
+  }
+  add_ref(executor, step, ember_plan_op_output(plan, op, 0), offsetof(ember_k_sdpa_params, y));
+}
+
+static void build_conv2d_direct(ember_cuda_executor* executor, uint32_t i) {
+  const ember_plan* plan = executor->plan;
+  const ember_op_desc* op = &plan->ops[i];
+  const ember_tensor_desc* x = ember_plan_op_input_tensor(plan, op, 0);
+  const ember_tensor_desc* w = ember_plan_op_input_tensor(plan, op, 1);
+  const ember_tensor_desc* y = ember_plan_op_output_tensor(plan, op, 0);
+  if (y->numel == 0) return;
+  ember_k_conv2d_params p = {0};
+  p.n = x->dims[0], p.c = x->dims[1], p.h = x->dims[2], p.w_in = x->dims[3];
+  p.o = w->dims[0], p.kh = w->dims[2], p.kw = w->dims[3];
+  p.oh = y->dims[2], p.ow = y->dims[3];
+  p.stride_h = ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_STRIDE_H);
+  p.stride_w = ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_STRIDE_W);
+  p.pad_h = ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_PAD_H);
+  p.pad_w = ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_PAD_W);
+  p.dilation_h = ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_DILATION_H);
+  p.dilation_w = ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_DILATION_W);
+  p.groups = ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_GROUPS);
+  p.has_bias = op->num_inputs == 3;
+  ember_cuda_step* step = add_kernel_step(
+      executor, i, EMBER_CUDA_KERNEL_CONV2D + ember_cuda_dtype_index(y->dtype),
+      grid_for_elements(executor, y->numel), &p, sizeof p);
+  add_ref(executor, step, ember_plan_op_input(plan, op, 0), offsetof(ember_k_conv2d_params, x));
+  add_ref(executor, step, ember_plan_op_input(plan, op, 1), offsetof(ember_k_conv2d_params, w));
+  if (p.has_bias) {
+    add_ref(executor, step, ember_plan_op_input(plan, op, 2), offsetof(ember_k_conv2d_params, b));
+  }
+  add_ref(executor, step, ember_plan_op_output(plan, op, 0), offsetof(ember_k_conv2d_params, y));
+}
+
+/* The most bytes CONV2D's im2col buffer may take; a conv that needs more runs direct. */
+#define EMBER_CUDA_MAX_IM2COL ((uint64_t)256u << 20)
+
+/* Whether op (a CONV2D) runs as im2col + cuBLASLt GEMM: groups 1, constant weight and
+ * bias (the bias is appended to each weight row once, at prepare), an im2col buffer of at
+ * most EMBER_CUDA_MAX_IM2COL bytes. Sizes in bytes. */
+static bool conv_gemm_sizes(const ember_plan* plan, const ember_op_desc* op,
+                            uint64_t* out_col_bytes, uint64_t* out_weight_bytes) {
+  const ember_tensor_desc* x = ember_plan_op_input_tensor(plan, op, 0);
+  const ember_tensor_desc* w = ember_plan_op_input_tensor(plan, op, 1);
+  const ember_tensor_desc* y = ember_plan_op_output_tensor(plan, op, 0);
+  if (ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_GROUPS) != 1 || y->numel == 0 ||
+      w->storage != EMBER_STORAGE_CONSTANT || x->dims[0] > INT32_MAX ||
+      (op->num_inputs == 3 &&
+       ember_plan_op_input_tensor(plan, op, 2)->storage != EMBER_STORAGE_CONSTANT)) {
+    return false;
+  }
+  const uint64_t es = ember_dtype_size(y->dtype);
+  const uint64_t taps = (uint64_t)(w->dims[1] * w->dims[2] * w->dims[3]) + 1u;
+  const uint64_t positions = (uint64_t)(y->dims[2] * y->dims[3]);
+  uint64_t col, weight;
+  if (!ember_checked_mul_u64(taps, positions, &col) ||
+      !ember_checked_mul_u64(col, (uint64_t)x->dims[0], &col) ||
+      !ember_checked_mul_u64(col, es, &col) || col > EMBER_CUDA_MAX_IM2COL ||
+      !ember_checked_mul_u64(taps, (uint64_t)w->dims[0], &weight) ||
+      !ember_checked_mul_u64(weight, es, &weight) || taps > INT32_MAX) {
+    return false;
+  }
+  *out_col_bytes = col;
+  *out_weight_bytes = weight;
+  return true;
+}
+
+/* Allocates the im2col buffer and uploads the augmented weights ([O, C·KH·KW + 1]: each
+ * row, then its bias or 0) of every CONV2D that runs as a GEMM. */
+static ember_status* prepare_conv_gemms(ember_cuda_executor* executor) {
+  const ember_plan* plan = executor->plan;
+  executor->conv_weight_offset = malloc((plan->num_ops == 0 ? 1 : plan->num_ops) * sizeof(uint64_t));
+  if (executor->conv_weight_offset == NULL) {
+    return ember_status_make(EMBER_OUT_OF_MEMORY, "cuda executor: out of memory");
+  }
+  uint64_t max_col = 0, total = 0;
+  for (uint32_t i = 0; i < plan->num_ops; ++i) {
+    executor->conv_weight_offset[i] = UINT64_MAX;
+    uint64_t col, weight, aligned;
+    if (plan->ops[i].opcode != EMBER_OP_CONV2D ||
+        !conv_gemm_sizes(plan, &plan->ops[i], &col, &weight) ||
+        !ember_checked_align_u64(weight, EMBER_CUDA_ALIGNMENT, &aligned) ||
+        !ember_checked_add_u64(total, aligned, &aligned)) {
+      continue;
+    }
+    executor->conv_weight_offset[i] = total;
+    total = aligned;
+    if (col > max_col) max_col = col;
+  }
+  if (total == 0) return NULL;
+  size_t col_size, weights_size;
+  if (!ember_u64_to_size(max_col, &col_size) || !ember_u64_to_size(total, &weights_size)) {
+    return ember_status_make(EMBER_OUT_OF_MEMORY, "cuda executor: conv buffers overflow");
+  }
+  EMBER_RETURN_IF_ERROR(allocate(executor, col_size, "im2col", &executor->conv_col));
+  EMBER_RETURN_IF_ERROR(allocate(executor, weights_size, "conv weights", &executor->conv_weights));
+  uint8_t* host = calloc(1, weights_size);
+  if (host == NULL) return ember_status_make(EMBER_OUT_OF_MEMORY, "cuda executor: out of memory");
+  for (uint32_t i = 0; i < plan->num_ops; ++i) {
+    if (executor->conv_weight_offset[i] == UINT64_MAX) continue;
+    const ember_op_desc* op = &plan->ops[i];
+    const ember_tensor_desc* w = ember_plan_op_input_tensor(plan, op, 1);
+    const size_t es = ember_dtype_size(w->dtype);
+    const size_t row = (size_t)(w->dims[1] * w->dims[2] * w->dims[3]) * es;
+    const uint8_t* weights = plan->constants + w->data_offset;
+    const uint8_t* bias = op->num_inputs == 3
+                              ? plan->constants + ember_plan_op_input_tensor(plan, op, 2)->data_offset
+                              : NULL;
+    uint8_t* out = host + executor->conv_weight_offset[i];
+    for (int64_t o = 0; o < w->dims[0]; ++o) {
+      memcpy(out, weights + (size_t)o * row, row);
+      if (bias != NULL) memcpy(out + row, bias + (size_t)o * es, es); /* else 0.0 */
+      out += row + es;
+    }
+  }
+  CUresult result = executor->driver->cuMemcpyHtoDAsync(executor->conv_weights, host,
+                                                        weights_size, executor->stream);
+  if (result == CUDA_SUCCESS) result = executor->driver->cuStreamSynchronize(executor->stream);
+  free(host);
+  CU_CHECK(executor, result, "cuMemcpyHtoDAsync(conv weights)");
+  return NULL;
+}
+
+/* The largest power of two (at most 256) dividing `value`. */
+static uint32_t address_alignment(uint64_t value) {
+  if (value == 0) return 256u;
+  const uint64_t lowest = value & (~value + 1u);
+  return lowest >= 256u ? 256u : (uint32_t)lowest;
+}
+
+/* CONV2D as im2col (a kernel) + one strided-batched cuBLASLt GEMM over the images:
+ * per image, y [O, OH·OW] row-major is column-major D [OH·OW, O] = A·B with A = col
+ * [OH·OW, taps] (the im2col rows, column-major) and B = augmented weights [taps, O]; the
+ * ones row of col meets the bias column of the weights. *out_done is false when cuBLASLt
+ * has no algorithm (the direct kernel runs instead). */
+static ember_status* build_conv2d_gemm(ember_cuda_executor* executor, uint32_t i,
+                                       size_t* max_workspace, bool* out_done) {
+  *out_done = false;
+  const ember_plan* plan = executor->plan;
+  const ember_op_desc* op = &plan->ops[i];
+  const ember_tensor_desc* x = ember_plan_op_input_tensor(plan, op, 0);
+  const ember_tensor_desc* w = ember_plan_op_input_tensor(plan, op, 1);
+  const uint32_t y_index = ember_plan_op_output(plan, op, 0);
+  const ember_tensor_desc* y = &plan->tensors[y_index];
+  const int64_t taps = w->dims[1] * w->dims[2] * w->dims[3] + 1;
+  const int64_t positions = y->dims[2] * y->dims[3];
+  const uint64_t weights = executor->conv_weights + executor->conv_weight_offset[i];
+  ember_cuda_gemm_plain request = {
+      .dtype = y->dtype,
+      .m = (uint64_t)positions,
+      .n = (uint64_t)w->dims[0],
+      .k = (uint64_t)taps,
+      .lda = positions,
+      .ldb = taps,
+      .ldd = positions,
+      .batch = (int32_t)x->dims[0],
+      .strides = {taps * positions, 0, w->dims[0] * positions},
+      .alignments = {address_alignment(executor->conv_col), address_alignment(weights),
+                     is_io(y) ? EMBER_CUDA_GEMM_IO_ALIGNMENT
+                              : address_alignment(tensor_address(executor, y_index))},
+      .max_workspace = EMBER_CUDA_MAX_WORKSPACE,
+  };
+  ember_cuda_gemm* gemm = &executor->gemms[executor->num_gemms];
+  ember_status* status = ember_cuda_gemm_prepare_plain(executor->lt, executor->lt_handle,
+                                                       &request, gemm);
+  if (status != NULL) {
+    if (ember_status_code_of(status) != EMBER_UNAVAILABLE) {
+      return ember_cuda_annotate(status, "op %" PRIu32 " (CONV2D)", i);
+    }
+    ember_status_free(status);
+    return NULL;
+  }
+  ++executor->num_gemms;
+  if (gemm->workspace_size > *max_workspace) *max_workspace = gemm->workspace_size;
+
+  ember_k_im2col_params p = {0};
+  p.col = executor->conv_col; /* not a tensor: never patched */
+  p.n = x->dims[0], p.c = x->dims[1], p.h = x->dims[2], p.w = x->dims[3];
+  p.kh = w->dims[2], p.kw = w->dims[3], p.oh = y->dims[2], p.ow = y->dims[3];
+  p.stride_h = ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_STRIDE_H);
+  p.stride_w = ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_STRIDE_W);
+  p.pad_h = ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_PAD_H);
+  p.pad_w = ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_PAD_W);
+  p.dilation_h = ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_DILATION_H);
+  p.dilation_w = ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_DILATION_W);
+  const uint64_t col_elements = (uint64_t)(p.n * taps * positions);
+  ember_cuda_step* im2col = add_kernel_step(
+      executor, i, EMBER_CUDA_KERNEL_IM2COL + ember_cuda_dtype_index(y->dtype),
+      grid_for_elements(executor, col_elements), &p, sizeof p);
+  add_ref(executor, im2col, ember_plan_op_input(plan, op, 0), offsetof(ember_k_im2col_params, x));
+
+  ember_cuda_step* step = add_step(executor, i);
+  step->is_gemm = true;
+  step->gemm = executor->num_gemms - 1;
+  step->fixed[GEMM_A] = executor->conv_col;
+  step->fixed[GEMM_B] = weights;
+  add_ref(executor, step, y_index, GEMM_D);
+  if (is_io(y)) executor->io_alignment[io_slot(executor, y)] = EMBER_CUDA_GEMM_IO_ALIGNMENT;
+  *out_done = true;
+  return NULL;
+}
+
+static ember_status* build_conv2d(ember_cuda_executor* executor, uint32_t i,
+                                  size_t* max_workspace) {
+  const ember_tensor_desc* y = ember_plan_op_output_tensor(executor->plan, &executor->plan->ops[i], 0);
+  if (y->numel == 0) return NULL;
+  if (executor->conv_weight_offset[i] != UINT64_MAX) {
+    bool done;
+    EMBER_RETURN_IF_ERROR(build_conv2d_gemm(executor, i, max_workspace, &done));
+    if (done) return NULL;
+  }
+  build_conv2d_direct(executor, i);
+  return NULL;
+}
+
+static void build_pool2d(ember_cuda_executor* executor, uint32_t i) {
+  const ember_plan* plan = executor->plan;
+  const ember_op_desc* op = &plan->ops[i];
+  const ember_tensor_desc* x = ember_plan_op_input_tensor(plan, op, 0);
+  const ember_tensor_desc* y = ember_plan_op_output_tensor(plan, op, 0);
+  if (y->numel == 0) return;
+  ember_k_pool2d_params p = {0};
+  p.planes = x->dims[0] * x->dims[1];
+  p.h = x->dims[2], p.w = x->dims[3], p.oh = y->dims[2], p.ow = y->dims[3];
+  p.dilation_h = p.dilation_w = 1;
+  if (op->opcode == EMBER_OP_ADAPTIVE_AVG_POOL2D) {
+    p.kind = EMBER_K_POOL_ADAPTIVE_AVG;
+  } else {
+    const bool is_max = op->opcode == EMBER_OP_MAX_POOL2D;
+    p.kind = is_max ? EMBER_K_POOL_MAX : EMBER_K_POOL_AVG;
+    p.kh = ember_plan_op_attr(plan, op, EMBER_ATTR_POOL_KERNEL_H);
+    p.kw = ember_plan_op_attr(plan, op, EMBER_ATTR_POOL_KERNEL_W);
+    p.stride_h = ember_plan_op_attr(plan, op, EMBER_ATTR_POOL_STRIDE_H);
+    p.stride_w = ember_plan_op_attr(plan, op, EMBER_ATTR_POOL_STRIDE_W);
+    p.pad_h = ember_plan_op_attr(plan, op, EMBER_ATTR_POOL_PAD_H);
+    p.pad_w = ember_plan_op_attr(plan, op, EMBER_ATTR_POOL_PAD_W);
+    if (is_max) {
+      p.dilation_h = ember_plan_op_attr(plan, op, EMBER_ATTR_MAX_POOL_DILATION_H);
+      p.dilation_w = ember_plan_op_attr(plan, op, EMBER_ATTR_MAX_POOL_DILATION_W);
+    } else {
+      p.count_include_pad = ember_plan_op_attr(plan, op, EMBER_ATTR_AVG_POOL_COUNT_INCLUDE_PAD) != 0;
+      p.divisor_override = ember_plan_op_attr(plan, op, EMBER_ATTR_AVG_POOL_DIVISOR_OVERRIDE);
+    }
+  }
+  ember_cuda_step* step = add_kernel_step(
+      executor, i, EMBER_CUDA_KERNEL_POOL2D + ember_cuda_dtype_index(y->dtype),
+      grid_for_elements(executor, y->numel), &p, sizeof p);
+  add_ref(executor, step, ember_plan_op_input(plan, op, 0), offsetof(ember_k_pool2d_params, x));
+  add_ref(executor, step, ember_plan_op_output(plan, op, 0), offsetof(ember_k_pool2d_params, y));
+}
+
+/* Steps op i can add: a GEMM and its bias_act, or one copy per CAT input. */
+static uint64_t max_steps_of(const ember_op_desc* op) {
+  return op->opcode == EMBER_OP_CAT && op->num_inputs > 2 ? op->num_inputs : 2u;
+}
+
+/* EMBEDDING's out-of-range check: one word of device memory, set to all ones before each
+ * run, that the kernels lower to (op << 40 | position) of a bad index. */
+static ember_status* allocate_embedding_error(ember_cuda_executor* executor) {
+  const ember_plan* plan = executor->plan;
+  for (uint32_t i = 0; i < plan->num_ops; ++i) {
+    if (plan->ops[i].opcode != EMBER_OP_EMBEDDING) continue;
+    EMBER_RETURN_IF_ERROR(allocate(executor, sizeof(uint64_t), "embedding check",
+                                   &executor->embedding_error));
+    return NULL;
+  }
+  return NULL;
+}
+
+static ember_status* embedding_check_begin(ember_cuda_executor* executor) {
+  if (executor->embedding_error == 0) return NULL;
+  executor->embedding_error_host = UINT64_MAX;
+  CU_CHECK(executor,
+           executor->driver->cuMemsetD8Async(executor->embedding_error, 0xFF, sizeof(uint64_t),
+                                              executor->stream),
+           "cuMemsetD8Async(embedding check)");
+  return NULL;
+}
+
+static ember_status* embedding_check_fetch(ember_cuda_executor* executor) {
+  if (executor->embedding_error == 0) return NULL;
+  CU_CHECK(executor,
+           executor->driver->cuMemcpyDtoHAsync(&executor->embedding_error_host,
+                                               executor->embedding_error, sizeof(uint64_t),
+                                               executor->stream),
+           "cuMemcpyDtoHAsync(embedding check)");
+  return NULL;
+}
+
+/* After the stream is synchronized. */
+static ember_status* embedding_check_end(const ember_cuda_executor* executor) {
+  if (executor->embedding_error == 0 || executor->embedding_error_host == UINT64_MAX) return NULL;
+  const uint32_t op_index = (uint32_t)(executor->embedding_error_host >> 40);
+  const uint64_t position = executor->embedding_error_host & ((UINT64_C(1) << 40) - 1u);
+  const ember_plan* plan = executor->plan;
+  if (op_index >= plan->num_ops) {
+    return ember_status_make(EMBER_INTERNAL, "cuda executor: embedding check word corrupt");
+  }
+  const ember_op_desc* op = &plan->ops[op_index];
+  const ember_tensor_desc* w = ember_plan_op_input_tensor(plan, op, 0);
+  return ember_status_make(EMBER_INVALID_ARGUMENT, "op %" PRIu32 " (EMBEDDING): the index at "
+                           "position %" PRIu64 " of '%s' is out of range for the %" PRId64
+                           " rows of '%s'",
+                           op_index, position, ember_plan_op_input_tensor(plan, op, 1)->name,
+                           w->dims[0], w->name);
+}
+
 static ember_status* build_steps(ember_cuda_executor* executor, size_t* out_workspace) {
   const ember_plan* plan = executor->plan;
   *out_workspace = 0;
-  /* At most two steps per op (a GEMM and its bias_act). */
+  uint64_t max_steps = 0;
+  for (uint32_t i = 0; i < plan->num_ops; ++i) max_steps += max_steps_of(&plan->ops[i]);
   size_t steps_bytes;
-  if (!ember_u64_to_size((uint64_t)plan->num_ops * 2u * sizeof(ember_cuda_step), &steps_bytes)) {
+  if (!ember_u64_to_size(max_steps * sizeof(ember_cuda_step), &steps_bytes)) {
     return ember_status_make(EMBER_OUT_OF_MEMORY, "cuda executor: too many ops");
   }
-  executor->steps = calloc((size_t)plan->num_ops * 2u, sizeof(ember_cuda_step));
+  executor->steps = calloc((size_t)max_steps, sizeof(ember_cuda_step));
   executor->gemms = calloc(plan->num_ops, sizeof(ember_cuda_gemm));
   if (executor->steps == NULL || executor->gemms == NULL) {
     return ember_status_make(EMBER_OUT_OF_MEMORY, "cuda executor: cannot allocate the step "
@@ -555,11 +1213,36 @@ static ember_status* build_steps(ember_cuda_executor* executor, size_t* out_work
       case EMBER_OP_GELU:
       case EMBER_OP_SIGMOID:
       case EMBER_OP_TANH:
-      case EMBER_OP_SILU: build_unary(executor, i); break;
+      case EMBER_OP_SILU:
+      case EMBER_OP_NEG:
+      case EMBER_OP_EXP:
+      case EMBER_OP_LOG:
+      case EMBER_OP_SQRT:
+      case EMBER_OP_RSQRT:
+      case EMBER_OP_ABS:
+      case EMBER_OP_RECIPROCAL:
+      case EMBER_OP_CLAMP: build_unary(executor, i); break;
       case EMBER_OP_ADD:
       case EMBER_OP_SUB:
       case EMBER_OP_MUL:
-      case EMBER_OP_DIV: build_binary(executor, i); break;
+      case EMBER_OP_DIV:
+      case EMBER_OP_POW:
+      case EMBER_OP_MAXIMUM:
+      case EMBER_OP_MINIMUM: build_binary(executor, i); break;
+      case EMBER_OP_WHERE: build_where(executor, i); break;
+      case EMBER_OP_CAST: build_cast(executor, i); break;
+      case EMBER_OP_EXPAND: build_expand(executor, i); break;
+      case EMBER_OP_SLICE: build_slice(executor, i); break;
+      case EMBER_OP_CAT: build_cat(executor, i); break;
+      case EMBER_OP_EMBEDDING: build_embedding(executor, i); break;
+      case EMBER_OP_REDUCE_SUM:
+      case EMBER_OP_REDUCE_MEAN:
+      case EMBER_OP_REDUCE_MAX: build_reduce(executor, i); break;
+      case EMBER_OP_SDPA: build_sdpa(executor, i); break;
+      case EMBER_OP_CONV2D: status = build_conv2d(executor, i, out_workspace); break;
+      case EMBER_OP_MAX_POOL2D:
+      case EMBER_OP_AVG_POOL2D:
+      case EMBER_OP_ADAPTIVE_AVG_POOL2D: build_pool2d(executor, i); break;
       case EMBER_OP_RESHAPE:
       case EMBER_OP_COPY: build_copy(executor, i); break;
       case EMBER_OP_PERMUTE: build_permute(executor, i); break;
@@ -578,7 +1261,7 @@ static ember_status* build_steps(ember_cuda_executor* executor, size_t* out_work
 /* ---- running steps -------------------------------------------------------------------- */
 
 static ember_status* enqueue_gemm_step(ember_cuda_executor* executor, ember_cuda_step* step) {
-  uint64_t addresses[4] = {0, 0, 0, 0};
+  uint64_t addresses[4] = {step->fixed[0], step->fixed[1], step->fixed[2], step->fixed[3]};
   for (uint32_t r = 0; r < step->num_refs; ++r) {
     addresses[step->refs[r].slot] = tensor_address(executor, step->refs[r].tensor);
     step->baked[r] = addresses[step->refs[r].slot];
@@ -725,6 +1408,104 @@ static ember_status* update_graph(ember_cuda_executor* executor) {
   return NULL;
 }
 
+/* ---- dynamic dims: computed at their largest -------------------------------------------- */
+
+/* Kernel parameters and GEMM layouts are fixed at prepare, so a plan with dynamic dims runs
+ * at its largest shapes: a run with smaller inputs copies them into the front of their
+ * (largest-size) staging slots, zeroes the rest, runs the whole graph and copies back the
+ * front of each output. That is exact when every dynamic dim is dim 0 (a dynamic batch, or
+ * batch x sequence after a flatten) and no op mixes elements across dim 0: then the first
+ * c x s rows of every tensor depend only on the first rows of the inputs. Checked here, op
+ * by op; a plan that fails is EMBER_UNAVAILABLE (AUTO runs it on the CPU). The cost is
+ * the largest batch's compute at every batch size. */
+static bool dynamic_at(const ember_tensor_desc* t, uint32_t d) {
+  return d < t->rank && t->dim_symbols[d] != 0;
+}
+
+static const char* dynamic_op_problem(const ember_plan* plan, const ember_op_desc* op) {
+  const ember_tensor_desc* x = ember_plan_op_input_tensor(plan, op, 0);
+  bool any = false;
+  for (uint32_t k = 0; k < op->num_inputs + op->num_outputs; ++k) {
+    const ember_tensor_desc* t = &plan->tensors[plan->operands[op->first_operand + k]];
+    any = any || t->dynamic;
+  }
+  if (!any) return NULL;
+  switch (op->opcode) {
+    case EMBER_OP_REDUCE_SUM:
+    case EMBER_OP_REDUCE_MEAN:
+    case EMBER_OP_REDUCE_MAX:
+      return (ember_plan_op_attr(plan, op, EMBER_ATTR_REDUCE_DIM_MASK) & 1) != 0 &&
+                     dynamic_at(x, 0)
+                 ? "reduces over the dynamic dim"
+                 : NULL;
+    case EMBER_OP_SOFTMAX:
+      return ember_plan_op_attr(plan, op, EMBER_ATTR_SOFTMAX_DIM) == 0 ? "normalizes over the "
+                                                                         "dynamic dim"
+                                                                       : NULL;
+    case EMBER_OP_LAYER_NORM:
+      return ember_plan_op_attr(plan, op, EMBER_ATTR_LAYER_NORM_NORMALIZED_NDIM) ==
+                     (int64_t)x->rank
+                 ? "normalizes over the dynamic dim"
+                 : NULL;
+    case EMBER_OP_PERMUTE:
+      return x->rank > 0 && ember_plan_op_attr(plan, op, 0) != 0 ? "moves the dynamic dim" : NULL;
+    case EMBER_OP_SDPA:
+    case EMBER_OP_MATMUL:
+      /* Rank 2: dim 0 is a row (or key) dim, not a batch. */
+      return x->rank <= 2 && ember_plan_op_input_tensor(plan, op, 1)->dynamic
+                 ? "has a dynamic key or reduction dim"
+                 : NULL;
+    default:
+      return NULL;
+  }
+}
+
+static ember_status* check_dynamic_plan(const ember_plan* plan) {
+  if (plan->num_symbols == 0) return NULL;
+  for (uint32_t t = 0; t < plan->num_tensors; ++t) {
+    const ember_tensor_desc* tensor = &plan->tensors[t];
+    for (uint32_t d = 1; d < tensor->rank; ++d) {
+      if (tensor->dim_symbols[d] != 0) {
+        return ember_status_make(EMBER_UNAVAILABLE, "cuda executor: tensor '%s' has a dynamic "
+                                 "dim %" PRIu32 "; the CUDA executor runs dynamic dims only "
+                                 "as dim 0 (a batch)",
+                                 tensor->name, d);
+      }
+    }
+  }
+  for (uint32_t i = 0; i < plan->num_ops; ++i) {
+    const char* problem = dynamic_op_problem(plan, &plan->ops[i]);
+    if (problem != NULL) {
+      return ember_status_make(EMBER_UNAVAILABLE, "cuda executor: op %" PRIu32 " (%s) %s, "
+                               "which the CUDA executor does not run yet",
+                               i, ember_opcode_name(plan->ops[i].opcode), problem);
+    }
+  }
+  return NULL;
+}
+
+/* A binding smaller than its tensor's largest size (a dynamic tensor at a smaller batch)
+ * goes through its staging slot, which holds the largest size. */
+static void stage_partial(ember_cuda_executor* executor, uint32_t slot, size_t bound_bytes,
+                          const ember_tensor_desc* tensor) {
+  if (bound_bytes >= tensor->nbytes || executor->io_mode[slot] != IO_DIRECT) return;
+  executor->io_address[slot] = executor->staging + executor->staging_offset[slot];
+  executor->io_mode[slot] = bound_bytes == 0 ? IO_DIRECT : IO_STAGED_DEVICE;
+}
+
+/* Zeroes the part of an input's staging slot past the bound bytes, so the rows computed
+ * past the batch read zeros (valid EMBEDDING indices, finite values), not a stale run's. */
+static ember_status* clear_input_tail(ember_cuda_executor* executor, uint32_t slot,
+                                      size_t bound_bytes, const ember_tensor_desc* tensor) {
+  if (bound_bytes >= tensor->nbytes) return NULL;
+  CU_CHECK(executor,
+           executor->driver->cuMemsetD8Async(executor->staging + executor->staging_offset[slot] +
+                                                 bound_bytes,
+                                             0, tensor->nbytes - bound_bytes, executor->stream),
+           "cuMemsetD8Async(input tail)");
+  return NULL;
+}
+
 /* ---- binding -------------------------------------------------------------------------- */
 
 /* Decides how slot `slot` is bound to `data` for this run and sets its address. */
@@ -775,15 +1556,28 @@ static ember_status* cuda_executor_run_bound(ember_cuda_executor* executor,
   uint64_t to_device = 0, to_host = 0;
   for (uint32_t i = 0; i < plan->num_inputs; ++i) {
     const ember_tensor_desc* tensor = &plan->tensors[plan->inputs[i]];
+    if (inputs[i].nbytes > tensor->nbytes) {
+      return ember_status_make(EMBER_INVALID_ARGUMENT, "input %" PRIu32 " ('%s'): %zu bytes "
+                               "bound, more than its largest size", i, tensor->name,
+                               inputs[i].nbytes);
+    }
     EMBER_RETURN_IF_ERROR(bind_slot(executor, i, inputs[i].data, tensor, "input", i));
+    stage_partial(executor, i, inputs[i].nbytes, tensor);
   }
   for (uint32_t o = 0; o < plan->num_outputs; ++o) {
     const ember_tensor_desc* tensor = &plan->tensors[plan->outputs[o]];
+    if (outputs[o].nbytes > tensor->nbytes) {
+      return ember_status_make(EMBER_INVALID_ARGUMENT, "output %" PRIu32 " ('%s'): %zu bytes "
+                               "bound, more than its largest size", o, tensor->name,
+                               outputs[o].nbytes);
+    }
     EMBER_RETURN_IF_ERROR(
         bind_slot(executor, plan->num_inputs + o, outputs[o].data, tensor, "output", o));
+    stage_partial(executor, plan->num_inputs + o, outputs[o].nbytes, tensor);
   }
   for (uint32_t i = 0; i < plan->num_inputs; ++i) {
-    const size_t nbytes = plan->tensors[plan->inputs[i]].nbytes;
+    const size_t nbytes = inputs[i].nbytes; /* the plan's, or less for a dynamic input */
+    EMBER_RETURN_IF_ERROR(clear_input_tail(executor, i, nbytes, &plan->tensors[plan->inputs[i]]));
     if (executor->io_mode[i] == IO_STAGED_HOST) {
       CU_CHECK(executor,
                driver->cuMemcpyHtoDAsync(executor->io_address[i], inputs[i].data, nbytes,
@@ -798,6 +1592,7 @@ static ember_status* cuda_executor_run_bound(ember_cuda_executor* executor,
                "cuMemcpyDtoDAsync(input)");
     }
   }
+  EMBER_RETURN_IF_ERROR(embedding_check_begin(executor));
   if (executor->num_steps > 0) {
     if (executor->use_graph) {
       EMBER_RETURN_IF_ERROR(update_graph(executor));
@@ -809,7 +1604,7 @@ static ember_status* cuda_executor_run_bound(ember_cuda_executor* executor,
   }
   for (uint32_t o = 0; o < plan->num_outputs; ++o) {
     const uint32_t slot = plan->num_inputs + o;
-    const size_t nbytes = plan->tensors[plan->outputs[o]].nbytes;
+    const size_t nbytes = outputs[o].nbytes; /* the plan's, or less for a dynamic output */
     if (executor->io_mode[slot] == IO_STAGED_HOST) {
       CU_CHECK(executor,
                driver->cuMemcpyDtoHAsync(outputs[o].data, executor->io_address[slot], nbytes,
@@ -823,10 +1618,11 @@ static ember_status* cuda_executor_run_bound(ember_cuda_executor* executor,
                "cuMemcpyDtoDAsync(output)");
     }
   }
+  EMBER_RETURN_IF_ERROR(embedding_check_fetch(executor));
   CU_CHECK(executor, driver->cuStreamSynchronize(executor->stream), "cuStreamSynchronize(run)");
   executor->base.bytes_host_to_device += to_device;
   executor->base.bytes_device_to_host += to_host;
-  return NULL;
+  return embedding_check_end(executor);
 }
 
 static ember_status* cuda_executor_run(ember_executor* base, const ember_tensor_binding* inputs,
@@ -856,6 +1652,9 @@ static void cuda_executor_destroy(ember_executor* base) {
       }
       if (executor->lt_handle != NULL) executor->lt->cublasLtDestroy(executor->lt_handle);
       if (executor->workspace != 0) driver->cuMemFree(executor->workspace);
+      if (executor->embedding_error != 0) driver->cuMemFree(executor->embedding_error);
+      if (executor->conv_col != 0) driver->cuMemFree(executor->conv_col);
+      if (executor->conv_weights != 0) driver->cuMemFree(executor->conv_weights);
       if (executor->staging != 0) driver->cuMemFree(executor->staging);
       if (executor->constants != 0) driver->cuMemFree(executor->constants);
       if (executor->arena != 0) driver->cuMemFree(executor->arena);
@@ -867,6 +1666,7 @@ static void cuda_executor_destroy(ember_executor* base) {
   }
   free(executor->gemms);
   free(executor->steps);
+  free(executor->conv_weight_offset);
   free(executor->fuse_next);
   free(executor->relocated);
   free(executor->staging_offset);
@@ -996,6 +1796,8 @@ static ember_status* prepare_in_context(ember_cuda_executor* executor) {
   uint64_t extra_arena;
   EMBER_RETURN_IF_ERROR(plan_fusions(executor, &extra_arena));
   EMBER_RETURN_IF_ERROR(allocate_memory(executor, extra_arena));
+  EMBER_RETURN_IF_ERROR(allocate_embedding_error(executor));
+  EMBER_RETURN_IF_ERROR(prepare_conv_gemms(executor));
   size_t workspace_size = 0;
   EMBER_RETURN_IF_ERROR(build_steps(executor, &workspace_size));
   EMBER_RETURN_IF_ERROR(allocate(executor, workspace_size, "GEMM workspace", &executor->workspace));
@@ -1012,6 +1814,7 @@ static ember_status* prepare_in_context(ember_cuda_executor* executor) {
 static ember_status* cuda_executor_prepare(const ember_plan* plan,
                                            ember_executor** out_executor) {
   *out_executor = NULL;
+  EMBER_RETURN_IF_ERROR(check_dynamic_plan(plan));
   const ember_cuda_driver* driver;
   EMBER_RETURN_IF_ERROR(ember_cuda_driver_get(&driver));
   const ember_cublaslt_library* lt;
@@ -1060,6 +1863,12 @@ void ember_cuda_executor_get_info(const ember_executor* base,
     if (gemm->needs_bias_act) ++out_info->bias_act_kernels;
   }
   out_info->relocated_tensors = executor->relocations;
+  for (uint32_t s = 0; s < executor->num_steps; ++s) {
+    const ember_cuda_step* step = &executor->steps[s];
+    if (step->is_gemm && executor->plan->ops[step->op_index].opcode == EMBER_OP_CONV2D) {
+      ++out_info->conv_gemms;
+    }
+  }
   out_info->graph = executor->use_graph;
   out_info->graph_node_updates = executor->graph_node_updates;
   out_info->graph_rebuilds = executor->graph_rebuilds;

@@ -325,6 +325,60 @@ ember_status* ember_cuda_gemm_prepare(const ember_cublaslt_library* lt, cublasLt
   return status;
 }
 
+static ember_status* gemm_prepare_plain(const ember_cublaslt_library* lt,
+                                        cublasLtHandle_t handle,
+                                        const ember_cuda_gemm_plain* request,
+                                        ember_cuda_gemm* gemm) {
+  gemm->a_tensor = gemm->b_tensor = gemm->bias_tensor = gemm->d_tensor = EMBER_PLAN_NO_INDEX;
+  gemm->element_size = ember_dtype_size(request->dtype);
+  gemm->m = request->m;
+  gemm->n = request->n;
+  gemm->k = request->k;
+  gemm->calls = 1;
+  const cudaDataType_t type = data_type(request->dtype);
+  LT_CHECK(lt, lt->cublasLtMatmulDescCreate(&gemm->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+           "cublasLtMatmulDescCreate");
+  const int32_t trans = CUBLAS_OP_N;
+  LT_CHECK(lt, lt->cublasLtMatmulDescSetAttribute(gemm->desc, CUBLASLT_MATMUL_DESC_TRANSA,
+                                                  &trans, sizeof trans),
+           "cublasLtMatmulDescSetAttribute(TRANSA)");
+  LT_CHECK(lt, lt->cublasLtMatmulDescSetAttribute(gemm->desc, CUBLASLT_MATMUL_DESC_TRANSB,
+                                                  &trans, sizeof trans),
+           "cublasLtMatmulDescSetAttribute(TRANSB)");
+  EMBER_RETURN_IF_ERROR(make_layout(lt, type, request->m, request->k, request->lda,
+                                    request->batch, request->strides[0], &gemm->a_layout));
+  EMBER_RETURN_IF_ERROR(make_layout(lt, type, request->k, request->n, request->ldb,
+                                    request->batch, request->strides[1], &gemm->b_layout));
+  EMBER_RETURN_IF_ERROR(make_layout(lt, type, request->m, request->n, request->ldd,
+                                    request->batch, request->strides[2], &gemm->d_layout));
+  const size_t es = gemm->element_size;
+  uint32_t alignments[4] = {
+      min_u32(request->alignments[0], alignment_of((uint64_t)request->strides[0] * es)),
+      min_u32(request->alignments[1], alignment_of((uint64_t)request->strides[1] * es)), 0,
+      min_u32(request->alignments[2], alignment_of((uint64_t)request->strides[2] * es))};
+  alignments[2] = alignments[3]; /* C is D */
+  bool found = false;
+  EMBER_RETURN_IF_ERROR(find_algorithm(lt, handle, gemm, CUBLASLT_EPILOGUE_DEFAULT, 0,
+                                       alignments, request->max_workspace, &found));
+  if (!found) {
+    return ember_status_make(EMBER_UNAVAILABLE, "cuda executor: cuBLASLt has no algorithm for "
+                             "m=%" PRIu64 " n=%" PRIu64 " k=%" PRIu64 " batch %" PRId32 " %s",
+                             request->m, request->n, request->k, request->batch,
+                             ember_dtype_name(request->dtype));
+  }
+  return NULL;
+}
+
+ember_status* ember_cuda_gemm_prepare_plain(const ember_cublaslt_library* lt,
+                                            cublasLtHandle_t handle,
+                                            const ember_cuda_gemm_plain* request,
+                                            ember_cuda_gemm* out_gemm) {
+  memset(out_gemm, 0, sizeof *out_gemm);
+  ember_status* status = gemm_prepare_plain(lt, handle, request, out_gemm);
+  if (status != NULL) ember_cuda_gemm_release(lt, out_gemm);
+  return status;
+}
+
 ember_status* ember_cuda_gemm_enqueue(const ember_cublaslt_library* lt, cublasLtHandle_t handle,
                                       const ember_cuda_gemm* gemm, uint64_t a, uint64_t b,
                                       uint64_t bias, uint64_t d, uint64_t workspace,

@@ -92,6 +92,26 @@ ember_status* ember_cuda_gemm_prepare(const ember_cublaslt_library* lt, cublasLt
                                       const ember_cuda_gemm_request* request,
                                       ember_cuda_gemm* out_gemm);
 
+/* A plain strided-batched GEMM that is not a plan op (CONV2D's implicit GEMM): D = A·B,
+ * column-major, no transposes, no epilogue; `batch` products with element strides
+ * strides[0..3) for A, B and D (0: shared). alignments[]: of A, B, D's addresses at
+ * prepare (bytes). a_tensor, b_tensor, bias_tensor and d_tensor are EMBER_PLAN_NO_INDEX;
+ * the caller keeps track of its operands. No algorithm is EMBER_UNAVAILABLE. */
+typedef struct ember_cuda_gemm_plain {
+  ember_dtype dtype;
+  uint64_t m, n, k;
+  int64_t lda, ldb, ldd;
+  int32_t batch;
+  int64_t strides[3];
+  uint32_t alignments[3];
+  size_t max_workspace;
+} ember_cuda_gemm_plain;
+
+ember_status* ember_cuda_gemm_prepare_plain(const ember_cublaslt_library* lt,
+                                            cublasLtHandle_t handle,
+                                            const ember_cuda_gemm_plain* request,
+                                            ember_cuda_gemm* out_gemm);
+
 /* Enqueues the GEMM on `stream`: all its cublasLtMatmul calls, with these device
  * addresses (bias 0 when there is none). The workspace holds gemm->workspace_size bytes. */
 ember_status* ember_cuda_gemm_enqueue(const ember_cublaslt_library* lt, cublasLtHandle_t handle,

@@ -10,7 +10,12 @@
   X(binary)                   \
   X(softmax)                  \
   X(layer_norm)               \
-  X(layout)
+  X(layout)                   \
+  X(select_cast)              \
+  X(embedding)                \
+  X(reduce)                   \
+  X(attention)                \
+  X(conv_pool)
 
 #define EMBER_CUDA_FATBIN_DECLARE(name)                 \
   extern const unsigned char ember_fatbin_##name[];     \
@@ -40,6 +45,12 @@ static const struct {
   {id + 1, EMBER_CUDA_MODULE_##module, stem "_f16"},  \
   {id + 2, EMBER_CUDA_MODULE_##module, stem "_bf16"}
 
+#define PER_SIZE(id, module, stem)                   \
+  {id + 0, EMBER_CUDA_MODULE_##module, stem "_1"},   \
+  {id + 1, EMBER_CUDA_MODULE_##module, stem "_2"},   \
+  {id + 2, EMBER_CUDA_MODULE_##module, stem "_4"},   \
+  {id + 3, EMBER_CUDA_MODULE_##module, stem "_8"}
+
 static const struct {
   int id;
   int module;
@@ -51,11 +62,22 @@ static const struct {
     PER_DTYPE(EMBER_CUDA_KERNEL_SOFTMAX_ROWS, softmax, "ember_softmax_rows"),
     PER_DTYPE(EMBER_CUDA_KERNEL_SOFTMAX_STRIDED, softmax, "ember_softmax_strided"),
     PER_DTYPE(EMBER_CUDA_KERNEL_LAYER_NORM, layer_norm, "ember_layer_norm"),
-    {EMBER_CUDA_KERNEL_PERMUTE_2, EMBER_CUDA_MODULE_layout, "ember_permute_2"},
-    {EMBER_CUDA_KERNEL_PERMUTE_4, EMBER_CUDA_MODULE_layout, "ember_permute_4"},
+    PER_SIZE(EMBER_CUDA_KERNEL_GATHER, layout, "ember_gather"),
     {EMBER_CUDA_KERNEL_COPY_BYTES, EMBER_CUDA_MODULE_layout, "ember_copy_bytes"},
+    {EMBER_CUDA_KERNEL_COPY_ROWS, EMBER_CUDA_MODULE_layout, "ember_copy_rows"},
+    PER_SIZE(EMBER_CUDA_KERNEL_WHERE, select_cast, "ember_where"),
+    {EMBER_CUDA_KERNEL_CAST, EMBER_CUDA_MODULE_select_cast, "ember_cast"},
+    {EMBER_CUDA_KERNEL_EMBEDDING_2, EMBER_CUDA_MODULE_embedding, "ember_embedding_2"},
+    {EMBER_CUDA_KERNEL_EMBEDDING_4, EMBER_CUDA_MODULE_embedding, "ember_embedding_4"},
+    PER_DTYPE(EMBER_CUDA_KERNEL_REDUCE_THREAD, reduce, "ember_reduce_thread"),
+    PER_DTYPE(EMBER_CUDA_KERNEL_REDUCE_BLOCK, reduce, "ember_reduce_block"),
+    PER_DTYPE(EMBER_CUDA_KERNEL_SDPA, attention, "ember_sdpa"),
+    PER_DTYPE(EMBER_CUDA_KERNEL_CONV2D, conv_pool, "ember_conv2d"),
+    PER_DTYPE(EMBER_CUDA_KERNEL_POOL2D, conv_pool, "ember_pool2d"),
+    PER_DTYPE(EMBER_CUDA_KERNEL_IM2COL, conv_pool, "ember_im2col"),
 };
 #undef PER_DTYPE
+#undef PER_SIZE
 
 ember_status* ember_cuda_kernels_load(const ember_cuda_driver* driver,
                                       ember_cuda_kernels* out_kernels) {

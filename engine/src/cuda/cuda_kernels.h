@@ -18,13 +18,24 @@ typedef enum ember_cuda_kernel_id {
   EMBER_CUDA_KERNEL_SOFTMAX_ROWS = 9,
   EMBER_CUDA_KERNEL_SOFTMAX_STRIDED = 12,
   EMBER_CUDA_KERNEL_LAYER_NORM = 15,
-  EMBER_CUDA_KERNEL_PERMUTE_2 = 18,
-  EMBER_CUDA_KERNEL_PERMUTE_4 = 19,
-  EMBER_CUDA_KERNEL_COPY_BYTES = 20,
-  EMBER_CUDA_KERNEL_COUNT = 21,
+  /* Kernels by element size are consecutive too: base + log2(size) (1, 2, 4, 8 bytes). */
+  EMBER_CUDA_KERNEL_GATHER = 18, /* + size index */
+  EMBER_CUDA_KERNEL_COPY_BYTES = 22,
+  EMBER_CUDA_KERNEL_COPY_ROWS = 23,
+  EMBER_CUDA_KERNEL_WHERE = 24, /* + size index */
+  EMBER_CUDA_KERNEL_CAST = 28,
+  EMBER_CUDA_KERNEL_EMBEDDING_2 = 29,
+  EMBER_CUDA_KERNEL_EMBEDDING_4 = 30,
+  EMBER_CUDA_KERNEL_REDUCE_THREAD = 31, /* + dtype */
+  EMBER_CUDA_KERNEL_REDUCE_BLOCK = 34,
+  EMBER_CUDA_KERNEL_SDPA = 37,
+  EMBER_CUDA_KERNEL_CONV2D = 40,
+  EMBER_CUDA_KERNEL_POOL2D = 43,
+  EMBER_CUDA_KERNEL_IM2COL = 46,
+  EMBER_CUDA_KERNEL_COUNT = 49,
 } ember_cuda_kernel_id;
 
-#define EMBER_CUDA_MODULE_COUNT 5
+#define EMBER_CUDA_MODULE_COUNT 10
 
 typedef struct ember_cuda_kernels {
   CUmodule modules[EMBER_CUDA_MODULE_COUNT];
@@ -38,6 +49,11 @@ ember_status* ember_cuda_kernels_load(const ember_cuda_driver* driver,
 
 /* Unloads what ember_cuda_kernels_load loaded (in the current context); zeroes it. */
 void ember_cuda_kernels_unload(const ember_cuda_driver* driver, ember_cuda_kernels* kernels);
+
+/* 0, 1, 2, 3 for elements of 1, 2, 4, 8 bytes. */
+static inline uint32_t ember_cuda_size_index(size_t element_size) {
+  return element_size == 8 ? 3u : element_size == 4 ? 2u : element_size == 2 ? 1u : 0u;
+}
 
 /* 0 float32, 1 float16, 2 bfloat16. Only called with a float dtype (verified plans). */
 static inline uint32_t ember_cuda_dtype_index(ember_dtype dtype) {

@@ -31,6 +31,14 @@ typedef enum ember_k_unary_op {
   EMBER_K_UNARY_SIGMOID = 4,
   EMBER_K_UNARY_TANH = 5,
   EMBER_K_UNARY_SILU = 6,
+  EMBER_K_UNARY_NEG = 7,
+  EMBER_K_UNARY_EXP = 8,
+  EMBER_K_UNARY_LOG = 9,
+  EMBER_K_UNARY_SQRT = 10,
+  EMBER_K_UNARY_RSQRT = 11,
+  EMBER_K_UNARY_ABS = 12,
+  EMBER_K_UNARY_RECIPROCAL = 13,
+  EMBER_K_UNARY_CLAMP = 14, /* bounds in ember_k_unary_params (not a GEMM epilogue) */
 } ember_k_unary_op;
 
 typedef enum ember_k_binary_op {
@@ -38,15 +46,21 @@ typedef enum ember_k_binary_op {
   EMBER_K_BINARY_SUB = 1,
   EMBER_K_BINARY_MUL = 2,
   EMBER_K_BINARY_DIV = 3,
+  EMBER_K_BINARY_POW = 4,
+  EMBER_K_BINARY_MAXIMUM = 5, /* NaN propagates, as torch.maximum */
+  EMBER_K_BINARY_MINIMUM = 6,
 } ember_k_binary_op;
 
-/* ember_unary_<dtype>: y[i] = f(x[i]) for i < count. */
+/* ember_unary_<dtype>: y[i] = f(x[i]) for i < count. CLAMP reads clamp_min/clamp_max
+ * (the plan's f64 bounds rounded to float32; +-inf where a bound is absent). */
 typedef struct ember_k_unary_params {
   uint64_t x;
   uint64_t y;
   uint64_t count;
   int32_t op; /* ember_k_unary_op */
   int32_t reserved;
+  float clamp_min;
+  float clamp_max;
 } ember_k_unary_params;
 
 /* ember_binary_<dtype>: y = a op b, broadcast. The host collapses dims first, so `rank`
@@ -64,17 +78,173 @@ typedef struct ember_k_binary_params {
   int64_t b_strides[EMBER_K_MAX_RANK];
 } ember_k_binary_params;
 
-/* ember_permute_<element size>: y[i] = x[offset(i)], where i walks y's dims row-major and
- * offset adds x_strides[d] (x's element stride along the x dim that becomes y dim d). */
-typedef struct ember_k_permute_params {
+/* ember_gather_<element size 1, 2, 4, 8>: PERMUTE, EXPAND and SLICE. y[i] = x[x_offset +
+ * offset(i)], where i walks y's dims row-major and offset adds x_strides[d] per step of y
+ * dim d (x's element stride along the x dim that becomes y dim d; 0 where EXPAND
+ * broadcasts; times the step for SLICE's dim). */
+typedef struct ember_k_gather_params {
   uint64_t x;
   uint64_t y;
   uint64_t count;
-  uint32_t rank; /* 1..EMBER_K_MAX_RANK */
+  int64_t x_offset; /* elements */
+  uint32_t rank;    /* 1..EMBER_K_MAX_RANK */
   uint32_t reserved;
   int64_t dims[EMBER_K_MAX_RANK];
   int64_t x_strides[EMBER_K_MAX_RANK];
-} ember_k_permute_params;
+} ember_k_gather_params;
+
+/* ember_copy_rows: `rows` rows of row_bytes bytes, row r from x + x_offset + r * x_pitch
+ * to y + y_offset + r * y_pitch (CAT: one launch per input; SLICE with step 1). Moves 16,
+ * 8, 4, 2 or 1 bytes at a time, the widest that every address and size allows. */
+typedef struct ember_k_copy_rows_params {
+  uint64_t x;
+  uint64_t y;
+  int64_t rows;
+  int64_t row_bytes;
+  int64_t x_pitch;
+  int64_t y_pitch;
+  int64_t x_offset;
+  int64_t y_offset;
+} ember_k_copy_rows_params;
+
+/* ember_where_<element size 1, 2, 4, 8>: y = cond ? a : b, broadcast (cond is bool, one
+ * byte). dims are y's (collapsed as for binary); strides are element strides per y dim,
+ * 0 where that input is broadcast. */
+typedef struct ember_k_where_params {
+  uint64_t cond;
+  uint64_t a;
+  uint64_t b;
+  uint64_t y;
+  uint64_t count;
+  uint32_t rank;
+  uint32_t reserved;
+  int64_t dims[EMBER_K_MAX_RANK];
+  int64_t cond_strides[EMBER_K_MAX_RANK];
+  int64_t a_strides[EMBER_K_MAX_RANK];
+  int64_t b_strides[EMBER_K_MAX_RANK];
+} ember_k_where_params;
+
+/* ember_cast: y[i] = x[i] converted from x_dtype to y_dtype (ember_dtype codes), with the
+ * CPU reference executor's rules (float to integer: toward zero, NaN 0, saturating; to
+ * bool: != 0; int32 wraps). */
+typedef struct ember_k_cast_params {
+  uint64_t x;
+  uint64_t y;
+  uint64_t count;
+  int32_t x_dtype;
+  int32_t y_dtype;
+} ember_k_cast_params;
+
+/* ember_embedding_<element size 2, 4>: y[i, :] = w[indices[i], :] for i < count, rows of
+ * `cols` elements out of `rows`. An index outside [0, rows) gives a row of zeros and
+ * records (op_index << 40 | i) into *error with atomicMin (the host sets it to all ones
+ * before a run and reports the smallest after). */
+typedef struct ember_k_embedding_params {
+  uint64_t w;
+  uint64_t indices;
+  uint64_t y;
+  uint64_t error;
+  int64_t count;
+  int64_t rows;
+  int64_t cols;
+  int32_t index_is_64; /* int64 indices, else int32 */
+  uint32_t op_index;
+} ember_k_embedding_params;
+
+/* REDUCE_SUM/MEAN/MAX. Output i walks the kept dims (kept_dims, x strides kept_strides);
+ * each sums over the reduced dims (red_dims, red_strides), red_count elements.
+ * ember_reduce_block_<dtype>: a block per output; ember_reduce_thread_<dtype>: a thread
+ * per output (short reductions). */
+typedef enum ember_k_reduce_op {
+  EMBER_K_REDUCE_SUM = 0,
+  EMBER_K_REDUCE_MEAN = 1,
+  EMBER_K_REDUCE_MAX = 2,
+} ember_k_reduce_op;
+
+typedef struct ember_k_reduce_params {
+  uint64_t x;
+  uint64_t y;
+  int64_t out_count;
+  int64_t red_count;
+  uint32_t kept_rank; /* 0..EMBER_K_MAX_RANK */
+  uint32_t red_rank;  /* 1..EMBER_K_MAX_RANK */
+  int32_t op;         /* ember_k_reduce_op */
+  int32_t reserved;
+  int64_t kept_dims[EMBER_K_MAX_RANK];
+  int64_t kept_strides[EMBER_K_MAX_RANK];
+  int64_t red_dims[EMBER_K_MAX_RANK];
+  int64_t red_strides[EMBER_K_MAX_RANK];
+} ember_k_reduce_params;
+
+/* ember_sdpa_<dtype>: softmax(q kᵀ · scale + mask) v, one warp per query row with an
+ * online softmax (flash-attention style: one pass over the keys, nothing materialized).
+ * q [batches, L, E], k [batches, S, E], v [batches, S, Ev], y [batches, L, Ev]. The mask
+ * (mask_kind 1: additive, of the dtype; 2: bool, false masks out) is at mask +
+ * batch offset + i * mask_row_stride + j * mask_col_stride, where the batch offset walks
+ * batch_dims with mask_batch_strides. A row whose keys are all masked gives zeros. */
+typedef struct ember_k_sdpa_params {
+  uint64_t q;
+  uint64_t k;
+  uint64_t v;
+  uint64_t mask;
+  uint64_t y;
+  int64_t batches;
+  int64_t l;
+  int64_t s;
+  int64_t e;
+  int64_t ev;
+  int64_t mask_row_stride;
+  int64_t mask_col_stride;
+  float scale;
+  int32_t is_causal;
+  int32_t mask_kind; /* 0 none, 1 additive, 2 bool */
+  uint32_t batch_rank;
+  int64_t batch_dims[EMBER_K_MAX_RANK];
+  int64_t mask_batch_strides[EMBER_K_MAX_RANK];
+} ember_k_sdpa_params;
+
+/* ember_conv2d_<dtype>: a direct convolution, NCHW, a thread per output position and
+ * block of 4 output channels of one group (groups and depthwise included). w is
+ * [O, C / groups, KH, KW]; b (O) when has_bias. */
+typedef struct ember_k_conv2d_params {
+  uint64_t x;
+  uint64_t w;
+  uint64_t b;
+  uint64_t y;
+  int64_t n, c, h, w_in, o, oh, ow, kh, kw;
+  int64_t stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups;
+  int32_t has_bias;
+  int32_t reserved;
+} ember_k_conv2d_params;
+
+/* ember_im2col_<dtype>: CONV2D's implicit GEMM, groups 1. col is [N, C·KH·KW + 1, OH·OW]:
+ * row (c, ki, kj) of image n holds the input under that kernel tap for every output
+ * position (0 in the padding), and the last row holds 1 (it meets the bias, which the
+ * executor appends to each weight row). */
+typedef struct ember_k_im2col_params {
+  uint64_t x;
+  uint64_t col;
+  int64_t n, c, h, w, kh, kw, oh, ow;
+  int64_t stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w;
+} ember_k_im2col_params;
+
+/* ember_pool2d_<dtype>: MAX_POOL2D, AVG_POOL2D and ADAPTIVE_AVG_POOL2D over NCHW planes,
+ * one thread per output element, with the CPU reference executor's windows. */
+typedef enum ember_k_pool_kind {
+  EMBER_K_POOL_MAX = 0,
+  EMBER_K_POOL_AVG = 1,
+  EMBER_K_POOL_ADAPTIVE_AVG = 2,
+} ember_k_pool_kind;
+
+typedef struct ember_k_pool2d_params {
+  uint64_t x;
+  uint64_t y;
+  int64_t planes, h, w, oh, ow, kh, kw;
+  int64_t stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w;
+  int64_t divisor_override; /* 0: none */
+  int32_t kind;             /* ember_k_pool_kind */
+  int32_t count_include_pad;
+} ember_k_pool2d_params;
 
 /* ember_copy_bytes: nbytes bytes from x to y (RESHAPE, COPY); the regions do not overlap. */
 typedef struct ember_k_copy_params {
@@ -129,11 +299,23 @@ typedef struct ember_k_bias_act_params {
 #else
 #define EMBER_K_STATIC_ASSERT(cond, msg) _Static_assert(cond, msg)
 #endif
-EMBER_K_STATIC_ASSERT(sizeof(ember_k_unary_params) == 32, "unary params layout");
+EMBER_K_STATIC_ASSERT(sizeof(ember_k_unary_params) == 40, "unary params layout");
 EMBER_K_STATIC_ASSERT(sizeof(ember_k_binary_params) == 40 + 3 * 8 * EMBER_K_MAX_RANK,
                       "binary params layout");
-EMBER_K_STATIC_ASSERT(sizeof(ember_k_permute_params) == 32 + 2 * 8 * EMBER_K_MAX_RANK,
-                      "permute params layout");
+EMBER_K_STATIC_ASSERT(sizeof(ember_k_gather_params) == 40 + 2 * 8 * EMBER_K_MAX_RANK,
+                      "gather params layout");
+EMBER_K_STATIC_ASSERT(sizeof(ember_k_copy_rows_params) == 64, "copy_rows params layout");
+EMBER_K_STATIC_ASSERT(sizeof(ember_k_where_params) == 48 + 4 * 8 * EMBER_K_MAX_RANK,
+                      "where params layout");
+EMBER_K_STATIC_ASSERT(sizeof(ember_k_cast_params) == 32, "cast params layout");
+EMBER_K_STATIC_ASSERT(sizeof(ember_k_embedding_params) == 64, "embedding params layout");
+EMBER_K_STATIC_ASSERT(sizeof(ember_k_reduce_params) == 48 + 4 * 8 * EMBER_K_MAX_RANK,
+                      "reduce params layout");
+EMBER_K_STATIC_ASSERT(sizeof(ember_k_sdpa_params) == 112 + 2 * 8 * EMBER_K_MAX_RANK,
+                      "sdpa params layout");
+EMBER_K_STATIC_ASSERT(sizeof(ember_k_conv2d_params) == 32 + 16 * 8 + 8, "conv2d params layout");
+EMBER_K_STATIC_ASSERT(sizeof(ember_k_im2col_params) == 16 + 14 * 8, "im2col params layout");
+EMBER_K_STATIC_ASSERT(sizeof(ember_k_pool2d_params) == 16 + 14 * 8 + 8, "pool2d params layout");
 EMBER_K_STATIC_ASSERT(sizeof(ember_k_copy_params) == 24, "copy params layout");
 EMBER_K_STATIC_ASSERT(sizeof(ember_k_softmax_params) == 40, "softmax params layout");
 EMBER_K_STATIC_ASSERT(sizeof(ember_k_layer_norm_params) == 64, "layer norm params layout");

@@ -1,4 +1,4 @@
-/* Broadcasting binary kernels: ADD SUB MUL DIV. The host has collapsed the dims (merged
+/* Broadcasting binary kernels: ADD SUB MUL DIV POW MAXIMUM MINIMUM. The host has collapsed the dims (merged
  * neighbours that broadcast alike), so most launches take the rank-1 path. */
 #include "kernel_common.cuh"
 
@@ -9,6 +9,9 @@ __device__ __forceinline__ float apply_binary(int op, float a, float b) {
     case EMBER_K_BINARY_ADD: return a + b;
     case EMBER_K_BINARY_SUB: return a - b;
     case EMBER_K_BINARY_MUL: return a * b;
+    case EMBER_K_BINARY_POW: return powf(a, b);
+    case EMBER_K_BINARY_MAXIMUM: return isnan(a) || isnan(b) ? __int_as_float(0x7fc00000) : (a > b ? a : b);
+    case EMBER_K_BINARY_MINIMUM: return isnan(a) || isnan(b) ? __int_as_float(0x7fc00000) : (a < b ? a : b);
     default: return a / b; /* IEEE division: x/0 is inf or NaN, as on the CPU */
   }
 }

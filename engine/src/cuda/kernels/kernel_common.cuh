@@ -57,6 +57,8 @@ __device__ __forceinline__ float activate(int op, float x) {
     case EMBER_K_UNARY_RELU:
       return x < 0.0f ? 0.0f : x; /* NaN passes through, as on the CPU and in PyTorch */
     case EMBER_K_UNARY_GELU_ERF:
+      /* NaN at +inf, as PyTorch's CPU kernels and the CPU reference (the tanh form: inf). */
+      if (x == __int_as_float(0x7f800000)) return __int_as_float(0x7fc00000);
       return 0.5f * x * (1.0f + erff(x * 0.70710678118654752440f));
     case EMBER_K_UNARY_GELU_TANH:
       return 0.5f * x * (1.0f + tanhf(0.79788456080286535588f * (x + 0.044715f * x * x * x)));
