@@ -21,7 +21,8 @@
 /* The most GEMM workspace a heuristic may ask for (what NVIDIA suggests for Hopper). */
 #define EMBER_CUDA_MAX_WORKSPACE (32u << 20)
 #define EMBER_CUDA_MAX_PARAMS 512u
-#define EMBER_CUDA_MAX_REFS 4u
+/* Tensors whose addresses one kernel step patches (SDPA with a mask has five). */
+#define EMBER_CUDA_MAX_REFS 8u
 
 /* A tensor a step reads or writes: for a kernel step, where in its parameter struct the
  * tensor's device address goes; for a GEMM step, which of A, B, bias, D it is. */
@@ -62,6 +63,8 @@ typedef enum io_mode {
 
 typedef struct ember_cuda_executor {
   ember_executor base;
+  /* Set when a step would need more than EMBER_CUDA_MAX_REFS addresses; prepare fails. */
+  bool too_many_refs;
   const ember_plan* plan;
   const ember_cuda_driver* driver;
   const ember_cublaslt_library* lt;
@@ -174,6 +177,10 @@ static ember_cuda_step* add_step(ember_cuda_executor* executor, uint32_t op_inde
 
 static void add_ref(ember_cuda_executor* executor, ember_cuda_step* step, uint32_t tensor,
                     uint32_t slot) {
+  if (step->num_refs >= EMBER_CUDA_MAX_REFS) {
+    executor->too_many_refs = true;
+    return;
+  }
   step->refs[step->num_refs].tensor = tensor;
   step->refs[step->num_refs].slot = slot;
   ++step->num_refs;
@@ -1254,6 +1261,10 @@ static ember_status* build_steps(ember_cuda_executor* executor, size_t* out_work
                                    i, ember_opcode_name(op->opcode), (int)op->opcode);
         break;
     }
+  }
+  if (status == NULL && executor->too_many_refs) {
+    status = ember_status_make(EMBER_INTERNAL, "cuda executor: a kernel step binds more than "
+                               "%u tensors", EMBER_CUDA_MAX_REFS);
   }
   return status;
 }
