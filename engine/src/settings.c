@@ -9,6 +9,18 @@
 static pthread_once_t settings_once = PTHREAD_ONCE_INIT;
 static ember_settings settings;
 
+/* A 0|1 variable: unset or empty keeps *value; anything else is reported. */
+static void read_flag(const char* name, bool* value) {
+  const char* text = getenv(name);
+  if (text == NULL || text[0] == '\0') return;
+  if (strcmp(text, "0") == 0 || strcmp(text, "1") == 0) {
+    *value = text[0] == '1';
+  } else if (settings.invalid_message[0] == '\0') {
+    snprintf(settings.invalid_message, sizeof settings.invalid_message,
+             "environment variable %s is '%.40s'; it must be 0 or 1", name, text);
+  }
+}
+
 static void settings_read(void) {
   settings.executor = EMBER_EXECUTOR_AUTO;
   settings.cuda_graphs = true;
@@ -29,15 +41,8 @@ static void settings_read(void) {
                executor);
     }
   }
-  const char* graphs = getenv("EMBER_CUDA_GRAPHS");
-  if (graphs != NULL && graphs[0] != '\0') {
-    if (strcmp(graphs, "0") == 0) {
-      settings.cuda_graphs = false;
-    } else if (strcmp(graphs, "1") != 0 && settings.invalid_message[0] == '\0') {
-      snprintf(settings.invalid_message, sizeof settings.invalid_message,
-               "environment variable EMBER_CUDA_GRAPHS is '%.40s'; it must be 0 or 1", graphs);
-    }
-  }
+  read_flag("EMBER_CUDA_GRAPHS", &settings.cuda_graphs);
+  read_flag("EMBER_CUDA_PROFILE", &settings.cuda_profile);
 }
 
 const ember_settings* ember_settings_get(void) {

@@ -97,6 +97,7 @@ target_sources(ember_engine PRIVATE
   "${_ember_cuda_dir}/cuda_executor.c"
   "${_ember_cuda_dir}/cuda_gemm.c"
   "${_ember_cuda_dir}/cuda_kernels.c"
+  "${_ember_cuda_dir}/cuda_profile.c"
   ${_ember_fatbin_sources})
 # cuda.h as a system header: its own code is not held to the engine's warning flags.
 target_include_directories(ember_engine SYSTEM PRIVATE "${EMBER_CUDA_INCLUDE_DIR}")

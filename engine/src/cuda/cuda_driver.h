@@ -57,7 +57,11 @@
   X(cuModuleLoadData)                       \
   X(cuModuleUnload)                         \
   X(cuModuleGetFunction)                    \
-  X(cuLaunchKernel)
+  X(cuLaunchKernel)                         \
+  X(cuEventCreate)                          \
+  X(cuEventDestroy)                         \
+  X(cuEventRecord)                          \
+  X(cuEventElapsedTime)
 
 typedef struct ember_cuda_driver {
   int driver_version; /* cuDriverGetVersion, e.g. 13000 */

@@ -13,6 +13,7 @@
 #include "cuda_driver.h"
 #include "cuda_gemm.h"
 #include "cuda_kernels.h"
+#include "cuda_profile.h"
 #include "kernel_params.h"
 #include "settings.h"
 
@@ -114,6 +115,10 @@ typedef struct ember_cuda_executor {
   bool use_graph;
   CUgraph graph;
   CUgraphExec graph_exec;
+
+  /* EMBER_CUDA_PROFILE=1: per-step times of every run (then no graph), reported at
+   * destroy. NULL otherwise. */
+  ember_cuda_profile* profile;
 
   /* Cumulative, over runs (the copy counters are in `base`). */
   uint64_t graph_node_updates;
@@ -1305,8 +1310,10 @@ static CUDA_KERNEL_NODE_PARAMS kernel_node_params(ember_cuda_step* step) {
   return params;
 }
 
-/* Every step launched on the stream, in order (no graph). */
-static ember_status* enqueue_eager(ember_cuda_executor* executor) {
+/* Every step launched on the stream, in order (no graph); with a profile, each step
+ * between two of its events. */
+static ember_status* enqueue_eager(ember_cuda_executor* executor, ember_cuda_profile* profile) {
+  if (profile != NULL) EMBER_RETURN_IF_ERROR(ember_cuda_profile_mark(profile, 0, executor->stream));
   for (uint32_t s = 0; s < executor->num_steps; ++s) {
     ember_cuda_step* step = &executor->steps[s];
     if (step->is_gemm) {
@@ -1319,6 +1326,9 @@ static ember_status* enqueue_eager(ember_cuda_executor* executor) {
                                                 EMBER_K_BLOCK, 1, 1, 0, executor->stream,
                                                 step->args, NULL),
                "cuLaunchKernel");
+    }
+    if (profile != NULL) {
+      EMBER_RETURN_IF_ERROR(ember_cuda_profile_mark(profile, s + 1, executor->stream));
     }
   }
   return NULL;
@@ -1610,7 +1620,7 @@ static ember_status* cuda_executor_run_bound(ember_cuda_executor* executor,
       CU_CHECK(executor, driver->cuGraphLaunch(executor->graph_exec, executor->stream),
                "cuGraphLaunch");
     } else {
-      EMBER_RETURN_IF_ERROR(enqueue_eager(executor));
+      EMBER_RETURN_IF_ERROR(enqueue_eager(executor, executor->profile));
     }
   }
   for (uint32_t o = 0; o < plan->num_outputs; ++o) {
@@ -1631,6 +1641,9 @@ static ember_status* cuda_executor_run_bound(ember_cuda_executor* executor,
   }
   EMBER_RETURN_IF_ERROR(embedding_check_fetch(executor));
   CU_CHECK(executor, driver->cuStreamSynchronize(executor->stream), "cuStreamSynchronize(run)");
+  if (executor->profile != NULL && executor->num_steps > 0) {
+    EMBER_RETURN_IF_ERROR(ember_cuda_profile_collect(executor->profile));
+  }
   executor->base.bytes_host_to_device += to_device;
   executor->base.bytes_device_to_host += to_host;
   return embedding_check_end(executor);
@@ -1649,6 +1662,18 @@ static ember_status* cuda_executor_run(ember_executor* base, const ember_tensor_
 
 /* ---- prepare and destroy -------------------------------------------------------------- */
 
+static void report_profile(const ember_cuda_executor* executor) {
+  if (executor->profile == NULL) return;
+  ember_cuda_profile_step* steps = calloc(executor->num_steps + 1, sizeof *steps);
+  if (steps == NULL) return;
+  for (uint32_t s = 0; s < executor->num_steps; ++s) {
+    steps[s].op_index = executor->steps[s].op_index;
+    steps[s].is_gemm = executor->steps[s].is_gemm;
+  }
+  ember_cuda_profile_report(executor->profile, executor->plan, steps, stderr);
+  free(steps);
+}
+
 static void cuda_executor_destroy(ember_executor* base) {
   ember_cuda_executor* executor = (ember_cuda_executor*)base;
   if (executor == NULL) return;
@@ -1657,6 +1682,8 @@ static void cuda_executor_destroy(ember_executor* base) {
     CUcontext popped;
     if (driver->cuCtxPushCurrent(executor->context) == CUDA_SUCCESS) {
       if (executor->stream != NULL) driver->cuStreamSynchronize(executor->stream);
+      report_profile(executor);
+      ember_cuda_profile_destroy(executor->profile);
       destroy_graph(executor);
       for (uint32_t g = 0; g < executor->num_gemms; ++g) {
         ember_cuda_gemm_release(executor->lt, &executor->gemms[g]);
@@ -1816,8 +1843,12 @@ static ember_status* prepare_in_context(ember_cuda_executor* executor) {
   /* One run now, on the staging buffers: kernels and cuBLASLt finish loading here rather
    * than inside a capture or a caller's first run, and a launch that cannot work fails
    * in create. */
-  EMBER_RETURN_IF_ERROR(enqueue_eager(executor));
+  EMBER_RETURN_IF_ERROR(enqueue_eager(executor, NULL));
   CU_CHECK(executor, driver->cuStreamSynchronize(executor->stream), "cuStreamSynchronize(warm-up)");
+  if (ember_settings_get()->cuda_profile) {
+    EMBER_RETURN_IF_ERROR(
+        ember_cuda_profile_create(driver, executor->num_steps, &executor->profile));
+  }
   if (executor->use_graph && executor->num_steps > 0) EMBER_RETURN_IF_ERROR(build_graph(executor));
   return NULL;
 }
@@ -1840,7 +1871,7 @@ static ember_status* cuda_executor_prepare(const ember_plan* plan,
   executor->plan = plan;
   executor->driver = driver;
   executor->lt = lt;
-  executor->use_graph = ember_settings_get()->cuda_graphs;
+  executor->use_graph = ember_settings_get()->cuda_graphs && !ember_settings_get()->cuda_profile;
 
   ember_status* status = open_device(executor);
   if (status == NULL) {

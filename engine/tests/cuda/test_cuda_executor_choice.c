@@ -9,11 +9,16 @@
  *             options ask, and nothing is reported as a fallback.
  *   env_bad   run with EMBER_EXECUTOR=gpu: creating a program is EMBER_INVALID_ARGUMENT
  *             naming the variable.
+ *   profile   run with EMBER_CUDA_PROFILE=1: where CUDA works, a program run 3 times
+ *             prints, when destroyed, a per-step report naming 3 runs and the MLP's
+ *             LINEAR steps; a program on the CPU executor prints none (the control).
  *
  * Usage: test_cuda_executor_choice DATA_DIR MODE */
+#define _POSIX_C_SOURCE 200809L /* fileno, dup */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cublaslt_library.h"
 #include "cuda_driver.h"
@@ -122,9 +127,49 @@ static void check_env_bad(const uint8_t* plan, size_t size) {
   EXPECT(program == NULL, "program set after a failed create");
 }
 
+/* What destroying `program` writes to stderr (the profile report goes there). */
+static char* stderr_of_destroy(ember_program* program) {
+  static char text[16384];
+  text[0] = '\0';
+  FILE* capture = tmpfile();
+  if (capture == NULL) return text;
+  fflush(stderr);
+  const int saved = dup(STDERR_FILENO);
+  dup2(fileno(capture), STDERR_FILENO);
+  ember_program_destroy(program);
+  fflush(stderr);
+  dup2(saved, STDERR_FILENO);
+  close(saved);
+  rewind(capture);
+  const size_t n = fread(text, 1, sizeof text - 1, capture);
+  text[n] = '\0';
+  fclose(capture);
+  return text;
+}
+
+static void check_profile(const uint8_t* plan, size_t size) {
+  const ember_executor_kind kinds[2] = {EMBER_EXECUTOR_AUTO, EMBER_EXECUTOR_CPU};
+  for (int k = 0; k < 2; ++k) {
+    ember_program* program = NULL;
+    if (!COUNT(CHECK_OK(create(plan, size, kinds[k], &program)))) continue;
+    const bool on_cuda = ember_program_executor(program) == EMBER_EXECUTOR_CUDA;
+    for (int r = 0; r < 3; ++r) run_once(program);
+    const char* report = stderr_of_destroy(program);
+    printf("%s executor, EMBER_CUDA_PROFILE=1, stderr at destroy:\n%s\n",
+           on_cuda ? "CUDA" : "CPU", report);
+    if (on_cuda) {
+      EXPECT(strstr(report, "ember profile: 3 runs") != NULL, "no profile of 3 runs");
+      EXPECT(strstr(report, "LINEAR") != NULL && strstr(report, "gemm") != NULL,
+             "the profile names no LINEAR GEMM step");
+    } else {
+      EXPECT(strstr(report, "ember profile") == NULL, "a CPU program printed a profile");
+    }
+  }
+}
+
 int main(int argc, char** argv) {
   if (argc != 3) {
-    fprintf(stderr, "usage: %s DATA_DIR default|env_cpu|env_bad\n", argv[0]);
+    fprintf(stderr, "usage: %s DATA_DIR default|env_cpu|env_bad|profile\n", argv[0]);
     return 2;
   }
   char* path = test_join(argv[1], "mlp_f32", ".plan");
@@ -137,6 +182,8 @@ int main(int argc, char** argv) {
     check_env_cpu(plan, size);
   } else if (strcmp(argv[2], "env_bad") == 0) {
     check_env_bad(plan, size);
+  } else if (strcmp(argv[2], "profile") == 0) {
+    check_profile(plan, size);
   } else {
     fprintf(stderr, "unknown mode %s\n", argv[2]);
     return 2;
