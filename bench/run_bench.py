@@ -1,55 +1,158 @@
-"""Ember against PyTorch on one GPU, in one run: the demo MLP and the host overhead.
+"""Ember against PyTorch on one GPU: the whole table of issue 6 in one run.
 
-    python bench/run_bench.py --runner RUNNER --programs .device-programs [--out RESULTS.md]
-                              [--iterations 300]
+    python bench/run_bench.py --runner RUNNER [--work DIR] [--out RESULTS.md]
+        [--models mlp,resnet18,encoder] [--dtypes float16,bfloat16] [--iterations 200]
+        [--no-compile] [--aoti] [--profile]
 
-Needs an NVIDIA GPU, PyTorch with CUDA, the C++ reference runner built with CUDA against
-the installed executorch and ember_executorch_runtime wheels, and the programs written by
-tools/make_gpu_programs.py (tools/gpu_check.sh does all of it on the H200).
+Needs an NVIDIA GPU, PyTorch with CUDA, the pinned executorch and the two Ember wheels
+installed (ember and ember_executorch_runtime), and the C++ reference runner built with
+CUDA against them (tools/gpu_check.sh does all of it on the H200). Everything is made in
+this run, on this machine: the programs are exported here (in parallel, on the CPU), the
+anchors measured here.
 
-Measured, each as the median over --iterations calls after a warm-up, every call timed on
-the host clock around the call and a wait for the GPU (so all rows time the same thing:
-what a caller waits for):
+Rows (the models of issue 6; the encoder and resnet18 are tests/models/models.py's):
+  mlp        4 x (Linear(1024, 1024) + GELU()), GELU erf (nn.GELU's default), batch 1, 4096
+  mlp_tanh   the same with GELU tanh (reported beside, not a target)
+  resnet18   resnet18 at 224 x 224, batch 1, 64
+  encoder    nn.TransformerEncoder, 4 layers, d_model 768, 12 heads, ff 3072, seq 128,
+             batch 1, 32
+Columns, each the median of --iterations calls after a warm-up, every call timed on the
+host clock around the call and a wait for the GPU (what a caller waits for):
+  eager      PyTorch eager in float16, torch.no_grad, then torch.cuda.synchronize()
+  compiled   torch.compile(mode="reduce-overhead", dynamic=False) in float16
+  Ember      ExecuTorch's Module::execute from the C++ reference runner of the program
+             exported device-resident (the runner's own device buffers bound directly; 0
+             host<->device bytes per call, asserted by the runner), per --dtypes
+Also: each Ember output against the float32 eager model (relative error = max|diff| /
+max|reference|), init time (load_method) against weights / host-to-device bandwidth +
+50 ms, the MLP at batch 4096 against the fp16 GEMM rate cuBLASLt reaches alone, the host
+overhead of one execute against CUDA graph replays, whether executorch's Python runtime
+runs here, and (--aoti) AOTInductor as an anchor. --profile adds Ember's per-step GPU
+time (EMBER_CUDA_PROFILE=1) for every float16 program.
 
-- The MLP of the demo, 4 x (Linear(1024, 1024) + GELU), float16, batch 1 and 4096, with
-  GELU erf (nn.GELU()'s default: the headline) and GELU tanh (which Ember's CUDA executor
-  fuses into cuBLASLt's epilogue):
-    Ember     ExecuTorch's Module::execute of the device-resident program with Ember,
-              from the C++ reference runner (--device-resident: the runner owns the device
-              buffers; the execute returns when the outputs are written);
-    eager     PyTorch eager, torch.no_grad, then torch.cuda.synchronize();
-    compiled  torch.compile(mode="reduce-overhead") (CUDA graphs), then synchronize.
-- Host overhead: one Ember execute of a trivial program (ReLU of one float32,
-  device-resident) against one replay of a CUDA graph holding one trivial kernel
-  (torch.cuda.CUDAGraph, then synchronize), and of an empty graph where PyTorch allows it.
-
-Prints a markdown report (date, machine, versions, the table, ratios) and writes it to
---out.
+Prints a markdown report and writes it to --out; the raw numbers follow a "RAW " line.
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import datetime
 import json
+import os
 import platform
 import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
-import torch
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests" / "models"))
+sys.path.insert(0, str(REPO / "examples"))
+
+import torch  # noqa: E402
 
 TIME_LINE = re.compile(r"execute us: median ([0-9.]+) p10 ([0-9.]+) p90 ([0-9.]+)")
+LOAD_LINE = re.compile(r"load_method ms: ([0-9.]+)")
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+SHORT = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}
+
+# model -> (batches, target us per batch, description)
+ROWS = {
+    "mlp": ((1, 4096), {1: 25, 4096: 70}, "4 x (Linear(1024, 1024) + GELU erf)"),
+    "mlp_tanh": ((1, 4096), {}, "4 x (Linear(1024, 1024) + GELU tanh)"),
+    "resnet18": ((1, 64), {1: 200, 64: 700}, "resnet18, 224 x 224"),
+    "encoder": ((1, 32), {1: 180, 32: 600}, "TransformerEncoder 4 x d768, 12 heads, seq 128"),
+}
+
+
+# ---- models --------------------------------------------------------------------------------
 
 
 def bench_mlp(approximate: str, width: int = 1024, layers: int = 4) -> torch.nn.Module:
+    torch.manual_seed(0)
     blocks = []
     for _ in range(layers):
         blocks += [torch.nn.Linear(width, width), torch.nn.GELU(approximate=approximate)]
     return torch.nn.Sequential(*blocks).eval()
+
+
+def build(model_name: str) -> torch.nn.Module:
+    """The float32 model, the same weights in every process (fixed seeds)."""
+    import models
+
+    if model_name == "mlp":
+        return bench_mlp("none")
+    if model_name == "mlp_tanh":
+        return bench_mlp("tanh")
+    if model_name == "resnet18":
+        return models.resnet("full")
+    if model_name == "encoder":
+        return models.encoder("full")
+    raise ValueError(model_name)
+
+
+def example_input(model_name: str, batch: int) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(1)
+    shape = {"mlp": (batch, 1024), "mlp_tanh": (batch, 1024),
+             "resnet18": (batch, 3, 224, 224), "encoder": (batch, 128, 768)}[model_name]
+    return torch.randn(*shape, generator=generator)
+
+
+class Relu(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x)
+
+
+def export_one(model_name: str, batch: int, dtype_name: str, path: str) -> None:
+    """Runs in a child process: exports one device-resident program."""
+    import ember
+    from export_device_resident import device_resident_config, target_device_spec
+
+    torch.set_num_threads(2)
+    dtype = DTYPES[dtype_name]
+    if model_name == "trivial":
+        model, x = Relu(), torch.zeros(1, dtype=dtype)
+    else:
+        model = build(model_name).to(dtype)
+        x = example_input(model_name, batch).to(dtype)
+    ember.save(model, path, (x,), compile_specs=[target_device_spec()],
+               executorch_backend_config=device_resident_config())
+
+
+def export_all(jobs: list[tuple[str, int, str, Path]], workers: int) -> dict:
+    """Exports every (model, batch, dtype) in child processes; returns errors by path."""
+    errors = {}
+
+    def one(job):
+        model_name, batch, dtype_name, path = job
+        started = time.perf_counter()
+        process = subprocess.run(
+            [sys.executable, __file__, "--export-one", model_name, str(batch), dtype_name,
+             str(path)], capture_output=True, text=True, timeout=900,
+            env={**os.environ, "OMP_NUM_THREADS": "2"})
+        took = time.perf_counter() - started
+        if process.returncode != 0:
+            errors[str(path)] = (process.stdout + process.stderr).strip().splitlines()[-3:]
+        print(f"export {path.name}: {'ok' if process.returncode == 0 else 'FAILED'} "
+              f"({took:.1f} s)", flush=True)
+
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+        list(pool.map(one, jobs))
+    return errors
+
+
+# ---- timing --------------------------------------------------------------------------------
+
+
+def summarize(samples: list[float]) -> dict:
+    samples = sorted(samples)
+    n = len(samples)
+    return {"median": statistics.median(samples), "p10": samples[int(0.1 * (n - 1))],
+            "p90": samples[int(0.9 * (n - 1))], "n": n}
 
 
 def time_calls(fn, iterations: int, warmup: int = 20) -> dict:
@@ -62,22 +165,35 @@ def time_calls(fn, iterations: int, warmup: int = 20) -> dict:
         fn()
         torch.cuda.synchronize()
         samples.append((time.perf_counter() - start) * 1e6)
-    samples.sort()
-    n = len(samples)
-    return {"median": statistics.median(samples), "p10": samples[int(0.1 * (n - 1))],
-            "p90": samples[int(0.9 * (n - 1))], "n": n}
+    return summarize(samples)
 
 
-def run_ember(runner: Path, pte: Path, iterations: int) -> dict:
-    process = subprocess.run([str(runner), str(pte), "--device-resident", "--iterations",
-                              str(iterations), "--expect-no-host-device-copies"],
-                             capture_output=True, text=True, timeout=300)
+def run_ember(runner: Path, pte: Path, iterations: int, inputs: Path | None = None,
+              outputs: Path | None = None, profile: bool = False) -> dict:
+    command = [str(runner), str(pte), "--device-resident", "--iterations", str(iterations),
+               "--expect-no-host-device-copies"]
+    if inputs is not None:
+        command += ["--inputs", str(inputs)]
+    if outputs is not None:
+        command += ["--outputs", str(outputs)]
+    env = dict(os.environ)
+    env.pop("LD_LIBRARY_PATH", None)  # the wheel's RUNPATH finds what it needs
+    if profile:
+        env["EMBER_CUDA_PROFILE"] = "1"
+    process = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
     match = TIME_LINE.search(process.stdout)
     if process.returncode != 0 or match is None:
         tail = (process.stdout + process.stderr).strip().splitlines()[-4:]
         raise RuntimeError(f"{pte.name}: runner exit {process.returncode}: " + " | ".join(tail))
     median, p10, p90 = (float(g) for g in match.groups())
-    return {"median": median, "p10": p10, "p90": p90, "n": iterations}
+    result = {"median": median, "p10": p10, "p90": p90, "n": iterations}
+    load = LOAD_LINE.search(process.stdout)
+    if load:
+        result["load_ms"] = float(load.group(1))
+    if profile:
+        result["profile"] = "\n".join(line for line in process.stderr.splitlines()
+                                      if line.startswith(("ember profile", "  ")))
+    return result
 
 
 def graph_replay(iterations: int, empty: bool) -> dict | None:
@@ -103,7 +219,6 @@ def native_graph_replay(iterations: int) -> dict:
     """bench/graph_replay.cu, built here with nvcc: an empty graph and a one-kernel graph
     replayed from C++ and waited for, timed like the runner times an Ember execute."""
     import shutil
-    import tempfile
 
     nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
     source = Path(__file__).resolve().parent / "graph_replay.cu"
@@ -119,70 +234,185 @@ def native_graph_replay(iterations: int) -> dict:
     return results
 
 
-def machine() -> dict:
-    info = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
-            "cuda (torch)": torch.version.cuda, "python": platform.python_version(),
-            "cpu": platform.processor() or platform.machine()}
-    try:
-        smi = subprocess.run(["nvidia-smi", "--query-gpu=driver_version,clocks.max.sm",
-                              "--format=csv,noheader"], capture_output=True, text=True)
-        info["driver, max SM clock"] = smi.stdout.strip()
-    except OSError:
-        pass
-    for name in ("executorch", "ember_executorch_runtime"):
-        try:
-            from importlib.metadata import version
+def gemm_rate_tflops(m: int, n: int, k: int, dtype, reps: int = 200) -> float:
+    """What cuBLAS(Lt) reaches alone on one m x n x k GEMM (torch.mm), in TFLOP/s, from
+    a CUDA graph of `reps` back-to-back products (no launch gaps)."""
+    a = torch.randn(m, k, device="cuda", dtype=dtype)
+    b = torch.randn(k, n, device="cuda", dtype=dtype)
+    out = torch.empty(m, n, device="cuda", dtype=dtype)
+    for _ in range(3):
+        torch.mm(a, b, out=out)
+    stream = torch.cuda.Stream()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
+        for _ in range(reps):
+            torch.mm(a, b, out=out)
+    times = []
+    for _ in range(5):
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        stop.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(stop) / 1e3 / reps)
+    return 2.0 * m * n * k / min(times) / 1e12
 
-            info[name] = version(name.replace("_", "-"))
-        except Exception:  # noqa: BLE001
-            info[name] = "?"
-    return info
+
+def host_to_device_gbps(nbytes: int) -> float:
+    """Pageable host -> device copy bandwidth (what an init upload from a mapped .pte sees)."""
+    host = torch.ones(max(nbytes, 1 << 20) // 4, dtype=torch.float32)
+    device = torch.empty_like(host, device="cuda")
+    device.copy_(host)
+    torch.cuda.synchronize()
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        device.copy_(host)
+        torch.cuda.synchronize()
+        best = min(best, time.perf_counter() - start)
+    return host.numel() * 4 / best / 1e9
+
+
+def relative_error(got: torch.Tensor, want: torch.Tensor) -> float:
+    return float((got.float() - want.float()).abs().max() / want.float().abs().max())
+
+
+def read_output(path: Path, like: torch.Tensor, dtype) -> torch.Tensor:
+    data = bytearray(path.read_bytes())
+    return torch.frombuffer(data, dtype=dtype).reshape(like.shape).clone()
+
+
+# ---- optional anchors ----------------------------------------------------------------------
+
+
+def python_runtime_probe(pte: Path, x: torch.Tensor) -> str:
+    """Whether executorch's own Python runtime runs an Ember program beside this torch."""
+    try:
+        import ember_executorch_runtime  # noqa: F401
+        from executorch.runtime import Runtime
+
+        method = Runtime.get().load_program(str(pte)).load_method("forward")
+        method.execute((x.cuda(),))
+        return "ok"
+    except Exception as error:  # noqa: BLE001
+        return f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
+
+
+def aoti_anchor(model, x, iterations: int) -> dict:
+    try:
+        started = time.perf_counter()
+        program = torch.export.export(model, (x,))
+        package = torch._inductor.aoti_compile_and_package(
+            program, package_path=str(Path(tempfile.mkdtemp()) / "model.pt2"))
+        loaded = torch._inductor.aoti_load_package(package)
+        build_s = time.perf_counter() - started
+        with torch.no_grad():
+            timing = time_calls(lambda: loaded(x), iterations)
+        timing["build_s"] = build_s
+        return timing
+    except Exception as error:  # noqa: BLE001
+        return {"error": f"{type(error).__name__}: {str(error).splitlines()[0][:300]}"}
+
+
+# ---- the run -------------------------------------------------------------------------------
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--export-one"]:
+        export_one(argv[1], int(argv[2]), argv[3], argv[4])
+        return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runner", required=True)
-    parser.add_argument("--programs", required=True)
+    parser.add_argument("--work", default=None, help="where the programs go (default: a temp dir)")
     parser.add_argument("--out", default=None)
-    parser.add_argument("--iterations", type=int, default=300)
-    parser.add_argument("--no-compile", action="store_true")
+    parser.add_argument("--models", default="mlp,mlp_tanh,resnet18,encoder")
+    parser.add_argument("--dtypes", default="float16,bfloat16")
+    parser.add_argument("--iterations", type=int, default=200)
+    parser.add_argument("--no-compile", action="store_true", help="skip torch.compile")
+    parser.add_argument("--aoti", action="store_true", help="try AOTInductor on the MLP")
+    parser.add_argument("--profile", action="store_true", help="Ember's per-step GPU time")
+    parser.add_argument("--export-workers", type=int, default=max(1, (os.cpu_count() or 2) // 2))
     args = parser.parse_args(argv)
-    programs = Path(args.programs)
     runner = Path(args.runner)
+    work = Path(args.work or tempfile.mkdtemp(prefix="ember-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    model_names = [m for m in args.models.split(",") if m]
+    dtype_names = [d for d in args.dtypes.split(",") if d]
     n = args.iterations
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+
+    jobs = [(m, b, d, work / f"{m}_b{b}_{SHORT[d]}.pte")
+            for m in model_names for b in ROWS[m][0] for d in dtype_names]
+    jobs.append(("trivial", 1, "float32", work / "trivial_f32.pte"))
+    started = time.perf_counter()
+    export_errors = export_all(jobs, args.export_workers)
+    export_s = time.perf_counter() - started
 
     rows = []
-    for form, approximate in (("erf", "none"), ("tanh", "tanh")):
-        torch.manual_seed(0)
-        model = bench_mlp(approximate).to(device="cuda", dtype=torch.float16)
-        for batch in (1, 4096):
-            compiled = None
-            if not args.no_compile:
-                # Static shapes, one compiled graph per batch size, as Ember's programs.
-                compiled = torch.compile(model, mode="reduce-overhead", dynamic=False)
-            x = torch.randn(batch, 1024, device="cuda", dtype=torch.float16)
-            row = {"gelu": form, "batch": batch}
-            pte = programs / f"bench_mlp1024_gelu_{form}_b{batch}_f16.pte"
-            try:
-                row["ember"] = run_ember(runner, pte, n)
-            except Exception as error:  # noqa: BLE001
-                row["ember_error"] = str(error)
-                print(error, file=sys.stderr)
+    for model_name in model_names:
+        batches, targets, _ = ROWS[model_name]
+        model32 = build(model_name).cuda()
+        weight_bytes = {d: sum(p.numel() for p in model32.parameters()) * DTYPES[d].itemsize
+                        for d in dtype_names}
+        for batch in batches:
+            row = {"model": model_name, "batch": batch, "target": targets.get(batch)}
+            x32 = example_input(model_name, batch)
             with torch.no_grad():
-                row["eager"] = time_calls(lambda: model(x), n)
-                if compiled is not None:
-                    start = time.perf_counter()
-                    for _ in range(3):
-                        compiled(x)
-                    torch.cuda.synchronize()
-                    row["compile_s"] = time.perf_counter() - start
-                    row["compiled"] = time_calls(lambda: compiled(x), n)
+                for dtype_name in dtype_names:
+                    dtype = DTYPES[dtype_name]
+                    short = SHORT[dtype_name]
+                    pte = work / f"{model_name}_b{batch}_{short}.pte"
+                    x = x32.to(dtype)
+                    reference = model32(x.float().cuda())
+                    if str(pte) in export_errors:
+                        row[f"ember_{short}_error"] = "export: " + " | ".join(export_errors[str(pte)])
+                        continue
+                    inputs, outputs = work / f"{pte.stem}.in.bin", work / f"{pte.stem}.out.bin"
+                    inputs.write_bytes(x.contiguous().view(torch.uint8).numpy().tobytes())
+                    try:
+                        cell = run_ember(runner, pte, n, inputs, outputs)
+                        got = read_output(outputs, reference, dtype)
+                        cell["rel_error"] = relative_error(got, reference.cpu())
+                        cell["weight_bytes"] = weight_bytes[dtype_name]
+                        row[f"ember_{short}"] = cell
+                        if args.profile and dtype_name == "float16":
+                            row["profile"] = run_ember(runner, pte, 20, inputs, None,
+                                                       profile=True).get("profile", "")
+                    except Exception as error:  # noqa: BLE001
+                        row[f"ember_{short}_error"] = str(error)
+                    # eager in this dtype (float16 is the anchor of the table)
+                    model = build(model_name).to(device="cuda", dtype=dtype)
+                    xd = x.cuda()
+                    row[f"eager_{short}"] = time_calls(lambda: model(xd), n)
+                    row[f"eager_{short}_rel_error"] = relative_error(model(xd), reference)
+                    if dtype_name == "float16" and not args.no_compile:
+                        compiled = torch.compile(model, mode="reduce-overhead", dynamic=False)
+                        t0 = time.perf_counter()
+                        for _ in range(3):
+                            compiled(xd)
+                        torch.cuda.synchronize()
+                        row["compile_s"] = time.perf_counter() - t0
+                        row["compiled_f16"] = time_calls(lambda: compiled(xd), n)
+                        del compiled
+                        torch._dynamo.reset()
+                    if dtype_name == "float16" and args.aoti and model_name == "mlp" and batch == 1:
+                        row["aoti_f16"] = aoti_anchor(model, xd, n)
+                    del model
             rows.append(row)
-            print(json.dumps(row), flush=True)
+            print(json.dumps({k: v for k, v in row.items() if k != "profile"}), flush=True)
+        del model32
+        torch.cuda.empty_cache()
 
+    extra = {"export_s": export_s}
+    if "mlp" in model_names and "float16" in dtype_names:
+        extra["gemm_tflops_4096x1024x1024_f16"] = gemm_rate_tflops(4096, 1024, 1024, torch.float16)
+    extra["h2d_gbps"] = host_to_device_gbps(64 << 20)
     overhead = {}
+    trivial = work / "trivial_f32.pte"
     try:
-        overhead["ember_trivial"] = run_ember(runner, programs / "bench_trivial_relu_f32.pte", n)
+        overhead["ember_trivial"] = run_ember(runner, trivial, max(n, 1000))
     except Exception as error:  # noqa: BLE001
         overhead["ember_error"] = str(error)
     try:
@@ -191,57 +421,107 @@ def main(argv=None) -> int:
         overhead["native_error"] = str(error)[:500]
     overhead["graph_trivial"] = graph_replay(max(n, 1000), empty=False)
     overhead["graph_empty"] = graph_replay(max(n, 1000), empty=True)
-    print(json.dumps(overhead), flush=True)
+    extra["python_runtime"] = python_runtime_probe(trivial, torch.zeros(1))
 
-    report = render(rows, overhead, machine(), n)
+    report = render(rows, overhead, extra, machine(), n, dtype_names)
     print(report)
-    print("RAW " + json.dumps({"rows": rows, "overhead": overhead}))
+    print("RAW " + json.dumps({"rows": rows, "overhead": overhead, "extra": extra}))
     if args.out:
         Path(args.out).write_text(report)
-    return 0 if all("ember" in r for r in rows) and "ember_trivial" in overhead else 1
+    ok = all(f"ember_{SHORT[d]}" in r for r in rows for d in dtype_names)
+    return 0 if ok and "ember_trivial" in overhead else 1
 
 
-def fmt(cell: dict | None) -> str:
-    return "-" if not cell else f"{cell['median']:.1f}"
+def machine() -> dict:
+    info = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__,
+            "cuda (torch)": torch.version.cuda, "python": platform.python_version()}
+    try:
+        smi = subprocess.run(["nvidia-smi", "--query-gpu=driver_version,clocks.max.sm",
+                              "--format=csv,noheader"], capture_output=True, text=True)
+        info["driver, max SM clock"] = smi.stdout.strip()
+    except OSError:
+        pass
+    from importlib.metadata import version
+
+    for name in ("executorch", "ember-executorch-runtime"):
+        try:
+            info[name] = version(name)
+        except Exception:  # noqa: BLE001
+            info[name] = "?"
+    return info
+
+
+# ---- the report ----------------------------------------------------------------------------
+
+
+def us(cell: dict | None) -> str:
+    return "-" if not cell or "median" not in cell else f"{cell['median']:.1f}"
 
 
 def ratio(a: dict | None, b: dict | None) -> str:
-    return "-" if not a or not b else f"{a['median'] / b['median']:.2f}"
+    if not a or not b or "median" not in a or "median" not in b:
+        return "-"
+    return f"{a['median'] / b['median']:.2f}"
 
 
-def render(rows, overhead, info, n) -> str:
+def render(rows, overhead, extra, info, n, dtype_names) -> str:
     today = datetime.date.today().isoformat()
     lines = [
         "# Benchmark: Ember vs PyTorch on the H200",
         "",
-        f"Run {today} by `bench/run_bench.py` (from `tools/gpu_check.sh`), one run, every number "
-        f"below from it. Median of {n} calls after a warm-up; each call is timed on the host "
-        "clock around the call plus a wait for the GPU, so every row times what a caller "
-        "waits for. Ember: ExecuTorch `Module::execute` from the C++ reference runner on the "
-        "device-resident program (the caller's device buffers bound directly; 0 host<->device "
-        "bytes per call, asserted by the runner). Eager: PyTorch, `torch.no_grad()`. "
-        "Compiled: `torch.compile(mode=\"reduce-overhead\")`.",
+        f"Run {today} by `bench/run_bench.py` (from `tools/gpu_check.sh`, section `bench`), one "
+        f"run, every number below from it. Median of {n} calls after a warm-up; each call is "
+        "timed on the host clock around the call plus a wait for the GPU. Ember: ExecuTorch "
+        "`Module::execute` from the C++ reference runner on the device-resident program (0 "
+        "host<->device bytes per call, asserted). Eager: PyTorch float16, `torch.no_grad()`. "
+        "Compiled: `torch.compile(mode=\"reduce-overhead\")`, float16. Programs exported in "
+        f"this run ({extra.get('export_s', 0):.0f} s, in parallel).",
         "",
         "Machine: " + "; ".join(f"{k} {v}" for k, v in info.items()) + ".",
         "",
-        "Model: the demo MLP, 4 x (Linear(1024, 1024) + GELU), float16. GELU erf is "
-        "`nn.GELU()`'s default (the headline); with GELU tanh, Ember's CUDA executor fuses "
-        "bias and activation into cuBLASLt's epilogue.",
-        "",
-        "| GELU | batch | Ember (us) | eager (us) | reduce-overhead (us) | eager / Ember | "
-        "reduce-overhead / Ember |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| model | batch | eager f16 (us) | compiled f16 (us) | Ember f16 (us) | target (us) | "
+        "eager / Ember | compiled / Ember | Ember bf16 (us) | error f16 | error bf16 |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:
-        ember = r.get("ember")
-        lines.append(
-            f"| {r['gelu']} | {r['batch']} | {fmt(ember) if ember else 'error'} | "
-            f"{fmt(r.get('eager'))} | {fmt(r.get('compiled'))} | {ratio(r.get('eager'), ember)} | "
-            f"{ratio(r.get('compiled'), ember)} |")
-    lines += ["", "Ratios above 1 mean Ember is faster. Reproduce: `python tools/make_gpu_programs.py` "
-              "(any machine), then `tools/gpu_check.sh` on the GPU machine (section `bench`; "
-              "`SECTIONS=wheel,bench` for this table alone).", "",
-              "## Host overhead of one execute", "",
+        f16, bf16 = r.get("ember_f16"), r.get("ember_bf16")
+        target = r.get("target")
+        verdict = ""
+        if target and f16:
+            verdict = " (met)" if f16["median"] <= target else " (missed)"
+        cells = [r["model"], r["batch"], us(r.get("eager_f16")), us(r.get("compiled_f16")),
+                 us(f16) if f16 else "error", f"{target or '-'}{verdict}",
+                 ratio(r.get("eager_f16"), f16), ratio(r.get("compiled_f16"), f16),
+                 us(bf16) if bf16 else ("error" if "bfloat16" in dtype_names else "-"),
+                 f"{f16['rel_error']:.2e}" if f16 else "-",
+                 f"{bf16['rel_error']:.2e}" if bf16 else "-"]
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    lines += ["", "Ratios above 1: Ember is faster. Error: max |Ember - eager float32| / max "
+              "|eager float32| (issue 5's bound: 1e-2).", ""]
+    # The GEMM rate of the MLP at batch 4096.
+    rate = extra.get("gemm_tflops_4096x1024x1024_f16")
+    for r in rows:
+        if r["model"] == "mlp" and r["batch"] == 4096 and r.get("ember_f16") and rate:
+            flops = 4 * 2.0 * 4096 * 1024 * 1024
+            ember_rate = flops / (r["ember_f16"]["median"] * 1e-6) / 1e12
+            lines.append(f"MLP batch 4096: Ember {ember_rate:.0f} TFLOP/s over the whole call; "
+                         f"one 4096x1024x1024 float16 GEMM through cuBLAS alone (graph of "
+                         f"back-to-back products): {rate:.0f} TFLOP/s; ratio "
+                         f"{ember_rate / rate:.2f} (target >= 0.70).")
+    # Init.
+    bandwidth = extra.get("h2d_gbps")
+    lines += ["", "## Init (load_method) against weights / host-to-device bandwidth + 50 ms", "",
+              f"Pageable host-to-device bandwidth measured here: {bandwidth:.1f} GB/s.", "",
+              "| program | weights (MB) | load_method (ms) | bound (ms) |", "| --- | --- | --- | --- |"]
+    for r in rows:
+        for short in ("f16", "bf16"):
+            cell = r.get(f"ember_{short}")
+            if cell and "load_ms" in cell:
+                bound = cell["weight_bytes"] / (bandwidth * 1e9) * 1e3 + 50
+                lines.append(f"| {r['model']} b{r['batch']} {short} | {cell['weight_bytes'] / 1e6:.1f} "
+                             f"| {cell['load_ms']:.1f} | {bound:.1f} |")
+    # Host overhead.
+    lines += ["", "## Host overhead of one execute", "",
               "| what | median (us) | p10 | p90 |", "| --- | --- | --- | --- |"]
     labels = (("ember_trivial", "Ember: one ExecuTorch execute (C++ `Module::execute`) of a "
                "device-resident ReLU of one float32"),
@@ -253,34 +533,32 @@ def render(rows, overhead, info, n) -> str:
               ("graph_empty", "Python: the same with an empty capture"))
     for key, label in labels:
         cell = overhead.get(key)
-        if cell:
-            lines.append(f"| {label} | {cell['median']:.1f} | {cell['p10']:.1f} | {cell['p90']:.1f} |")
-        else:
-            lines.append(f"| {label} | - | - | - |")
-    ember_trivial = overhead.get("ember_trivial")
-    lines += [
-        "",
-        "Host overhead of one Ember execute, as a multiple of an empty CUDA graph replay "
-        f"(both from C++): {ratio(ember_trivial, overhead.get('native_empty'))}; of a one-kernel "
-        f"graph replay from C++: {ratio(ember_trivial, overhead.get('native_one_kernel'))}; of a "
-        "one-kernel `torch.cuda.CUDAGraph` replay from Python: "
-        f"{ratio(ember_trivial, overhead.get('graph_trivial'))}.",
-    ]
-    one_kernel = overhead.get("native_one_kernel")
-    if ember_trivial and one_kernel:
-        lines.append(
-            "\nWhat an Ember execute adds over the GPU round trip it cannot avoid (launching one "
-            "kernel and waiting for it, from C++): "
-            f"{ember_trivial['median'] - one_kernel['median']:.1f} us "
-            "(ExecuTorch's Method::execute, and Ember's argument checks, binding and "
-            "counters).")
-    if "native_error" in overhead:
-        lines.append(f"\nThe C++ graph replay could not be measured: {overhead['native_error']}")
-    if "ember_error" in overhead:
-        lines.append(f"\nEmber trivial program failed: {overhead['ember_error']}")
+        lines.append(f"| {label} | {cell['median']:.1f} | {cell['p10']:.1f} | {cell['p90']:.1f} |"
+                     if cell else f"| {label} | - | - | - |")
+    trivial = overhead.get("ember_trivial")
+    lines += ["", "One Ember execute as a multiple of an empty graph replay from C++: "
+              f"{ratio(trivial, overhead.get('native_empty'))}; from Python: "
+              f"{ratio(trivial, overhead.get('graph_empty'))}; of a one-kernel graph replay "
+              f"from C++ (the same GPU round trip): {ratio(trivial, overhead.get('native_one_kernel'))}."]
+    for key in ("ember_error", "native_error"):
+        if key in overhead:
+            lines.append(f"\n{key}: {overhead[key]}")
+    lines += ["", "## Other anchors and paths", "",
+              f"- executorch's Python runtime here: {extra.get('python_runtime')}"]
     for r in rows:
-        if "ember_error" in r:
-            lines.append(f"\n{r['gelu']} batch {r['batch']}: Ember failed: {r['ember_error']}")
+        if "aoti_f16" in r:
+            cell = r["aoti_f16"]
+            lines.append(f"- AOTInductor, {r['model']} batch {r['batch']} float16: "
+                         + (cell["error"] if "error" in cell else
+                            f"{cell['median']:.1f} us (Ember / AOTI: {ratio(r.get('ember_f16'), cell)})"))
+        for key, value in r.items():
+            if key.endswith("_error") and isinstance(value, str):
+                lines.append(f"- {r['model']} batch {r['batch']}: {key}: {value}")
+    profiles = [r for r in rows if r.get("profile")]
+    if profiles:
+        lines += ["", "## Where Ember's time goes (EMBER_CUDA_PROFILE=1, float16)", ""]
+        for r in profiles:
+            lines += [f"### {r['model']} batch {r['batch']}", "", "```", r["profile"], "```", ""]
     return "\n".join(lines) + "\n"
 
 

@@ -14,8 +14,9 @@
 #             tools/make_gpu_programs.py exported into .device-programs/): Ember-only and
 #             Ember+XNNPACK, host and device-resident inputs, float32/float16/bfloat16,
 #             against eager PyTorch, with the host<->device bytes per execute asserted
-#   bench     bench/run_bench.py: the demo MLP against eager PyTorch and torch.compile,
-#             and the host overhead of an execute against a CUDA graph replay
+#   bench     bench/run_bench.py: the table of issue 6 (MLP, resnet18, encoder; eager,
+#             torch.compile, Ember from C++; accuracy, init, host overhead), its programs
+#             exported on this machine (BENCH_ARGS passes options, e.g. "--profile")
 #   python    whether the pinned executorch's Python runtime works beside this machine's
 #             torch, and if it does, the same programs through it
 #   sanitize  compute-sanitizer memcheck on the CUDA op test (float32 cases and binding
@@ -171,8 +172,11 @@ if want wheel; then
     "$python" -m pip wheel -q --no-build-isolation --no-deps -w "$build/dist" \
       --config-settings=cmake.define.EMBER_CUDA=ON \
       --config-settings=build-dir="$build/wheel-build" "$repo" || exit 1
+    # The ahead-of-time package too: section bench exports its programs here.
+    "$python" -m pip wheel -q --no-build-isolation --no-deps -w "$build/dist" "$repo/python" \
+      || exit 1
     "$python" -m pip install -q --no-deps --no-index --force-reinstall \
-      "$build"/dist/ember_executorch_runtime-*.whl || exit 1
+      "$build"/dist/ember_executorch_runtime-*.whl "$build"/dist/ember_executorch-*.whl || exit 1
   ) >"$logs/wheel.log" 2>&1 || fail "installing executorch or building/installing the runtime wheel (wheel.log)"
   tail -3 "$logs/wheel.log" | tee -a "$summary"
   # Loading the library from Python, without LD_LIBRARY_PATH: cuBLASLt must come through
@@ -220,13 +224,14 @@ fi
 
 # ---- bench -----------------------------------------------------------------------------
 if want bench; then
-  section "bench: bench/run_bench.py"
-  if [[ -x "$runner" && -f "$programs/manifest.json" ]]; then
-    env -u LD_LIBRARY_PATH timeout 420 "$python" "$repo/bench/run_bench.py" --runner "$runner" \
-      --programs "$programs" --out "$out/RESULTS.md" >"$logs/bench.log" 2>&1 || fail "bench (bench.log)"
-    grep -vE "^RAW " "$out/RESULTS.md" 2>/dev/null | grep -E "^\||Ember execute" | tee -a "$summary"
+  section "bench: bench/run_bench.py (exports its programs here, then the table of issue 6)"
+  if [[ -x "$runner" ]]; then
+    env -u LD_LIBRARY_PATH timeout "${BENCH_TIMEOUT:-1500}" "$python" "$repo/bench/run_bench.py" \
+      --runner "$runner" --work "$build/bench" --out "$out/RESULTS.md" ${BENCH_ARGS:-} \
+      >"$logs/bench.log" 2>&1 || fail "bench (bench.log)"
+    grep -vE "^RAW " "$out/RESULTS.md" 2>/dev/null | grep -E "^\|" | head -12 | tee -a "$summary"
   else
-    fail "bench needs the runner (section wheel) and the programs"
+    fail "bench needs the runner (section wheel)"
   fi
   gather bench.log "$logs/bench.log"
 fi

@@ -1,6 +1,6 @@
 """Export the programs the GPU check runs, with their inputs, expected outputs and a manifest.
 
-    python tools/make_gpu_programs.py [--out .device-programs] [--no-bench]
+    python tools/make_gpu_programs.py [--out .device-programs]
 
 Exporting needs no GPU; running them does (tools/gpu_check.sh, on the H200). Writes into
 OUT (git-ignored; carried to the GPU machine):
@@ -21,9 +21,7 @@ OUT (git-ignored; carried to the GPU machine):
   Each with `<name>.in.bin` (the raw inputs) and `<name>.expected.bin` (float32, eager
   PyTorch in float32 on the same inputs and weights as the program holds: for float16 and
   bfloat16 the model's rounded weights and inputs, evaluated in float32).
-- The benchmark programs (bench/): the demo MLP, 4 x (Linear(1024, 1024) + GELU), float16,
-  device-resident, GELU erf (PyTorch's default) and tanh, batch 1 and 4096; and a trivial
-  one (ReLU of one float32) for the host overhead of one execute.
+(bench/run_bench.py exports its own programs on the GPU machine.)
 
 manifest.json lists every program with what was read back from the file (ember.inspect:
 delegates, operators, dtype/shape/device of inputs and outputs) and the host<->device
@@ -64,18 +62,6 @@ class SmallMLP(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.c(torch.relu(self.b(torch.nn.functional.gelu(self.a(x)))))
-
-
-def bench_mlp(approximate: str, width: int = 1024, layers: int = 4) -> torch.nn.Module:
-    blocks = []
-    for _ in range(layers):
-        blocks += [torch.nn.Linear(width, width), torch.nn.GELU(approximate=approximate)]
-    return torch.nn.Sequential(*blocks).eval()
-
-
-class Relu(torch.nn.Module):
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.relu(x)
 
 
 def export(model, x, path: Path, model_kind: str, inputs: str) -> None:
@@ -207,43 +193,15 @@ def combinations(out: Path) -> list[dict]:
     return entries
 
 
-def bench_programs(out: Path) -> list[dict]:
-    entries = []
-    for approximate, form in (("none", "erf"), ("tanh", "tanh")):
-        torch.manual_seed(0)
-        model = bench_mlp(approximate).to(torch.float16)
-        for batch in (1, 4096):
-            name = f"bench_mlp1024_gelu_{form}_b{batch}_f16"
-            pte = out / f"{name}.pte"
-            x = torch.randn(batch, 1024, dtype=torch.float16)
-            export(model, x, pte, "ember_only", "resident")
-            entry = {"name": name, "set": "bench", "gelu": form, "batch": batch,
-                     "dtype": "float16", "pte": pte.name, "io": "resident"}
-            entry.update(describe(pte))
-            entries.append(entry)
-            print(f"{name}: {entry['delegates']}")
-    name = "bench_trivial_relu_f32"
-    pte = out / f"{name}.pte"
-    export(Relu(), torch.randn(1), pte, "ember_only", "resident")
-    entry = {"name": name, "set": "bench", "dtype": "float32", "pte": pte.name,
-             "io": "resident"}
-    entry.update(describe(pte))
-    entries.append(entry)
-    return entries
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(REPO / ".device-programs"))
-    parser.add_argument("--no-bench", action="store_true", help="skip the 8 MiB bench programs")
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     for stale in list(out.glob("*.pte")) + list(out.glob("*.bin")):
         stale.unlink()
     entries = combinations(out)
-    if not args.no_bench:
-        entries += bench_programs(out)
     import executorch
     import ember
 
