@@ -51,6 +51,8 @@ class PlanTensor:
     dims: List[int]
     data: bytes = b""
     symbols: List[int] = field(default_factory=list)  # per dim: 0 static, k symbol k - 1
+    data_offset: int = 0  # intermediates: in the arena; constants: in their section
+    nbytes: int = 0
 
     def value(self) -> "torch.Tensor":
         t = torch.frombuffer(bytearray(self.data), dtype=DTYPES[self.dtype]) \
@@ -73,6 +75,7 @@ class Plan:
     inputs: List[int] = field(default_factory=list)
     outputs: List[int] = field(default_factory=list)
     symbols: List[tuple] = field(default_factory=list)  # (min, max) per symbol
+    arena_size: int = 0
 
     def op_names(self) -> List[str]:
         return [op.name for op in self.ops]
@@ -94,7 +97,7 @@ def decode_plan(blob: bytes) -> Plan:
                 for i in range(8 if header_size >= 192 else 7)]
     strings, tensors, io, ops, operands, attrs, constants = sections[:7]
     assert constants[0] % 64 == 0
-    plan = Plan()
+    plan = Plan(arena_size=arena_size)
     if len(sections) == 8:
         off, size = sections[7]
         plan.symbols = [struct.unpack_from("<qq", blob, off + 16 * k) for k in range(size // 16)]
@@ -102,7 +105,8 @@ def decode_plan(blob: bytes) -> Plan:
         (name_off, name_len, dtype, storage, rank, _, _, data_off, nbytes, *dims) = \
             struct.unpack_from("<IIBBBBIQQ8q", blob, tensors[0] + i * tensor_rec)
         name = blob[strings[0] + name_off:strings[0] + name_off + name_len].decode()
-        t = PlanTensor(name, dtype, STORAGE[storage], list(dims[:rank]))
+        t = PlanTensor(name, dtype, STORAGE[storage], list(dims[:rank]), data_offset=data_off,
+                       nbytes=nbytes)
         if tensor_rec >= 104:
             t.symbols = list(blob[tensors[0] + i * tensor_rec + 96:][:rank])
         if t.storage == "constant":
@@ -540,6 +544,76 @@ def test_reshapes(fn, out_dims):
         assert low.plan.tensors[reshape.outputs[0]].dims == out_dims
 
 
+def _views(plan: Plan) -> Dict[int, int]:
+    """Per intermediate written by a RESHAPE of an intermediate at the same offset (a
+    view, docs/plan-format.md "Memory plan"): the first tensor of its chain of views."""
+    root: Dict[int, int] = {}
+    for op in plan.ops:
+        x, y = op.inputs[0], op.outputs[0]
+        tx, ty = plan.tensors[x], plan.tensors[y]
+        if (op.name == "RESHAPE" and tx.storage == ty.storage == "intermediate"
+                and tx.data_offset == ty.data_offset):
+            assert tx.nbytes == ty.nbytes
+            root[y] = root.get(x, x)
+    return root
+
+
+def _assert_memory_plan(plan: Plan) -> None:
+    """The verifier's memory rule: intermediates inside the arena, and no two live at once
+    on shared bytes unless they are views of one tensor."""
+    life: Dict[int, List[int]] = {}
+    for i, op in enumerate(plan.ops):
+        for t in op.inputs:
+            if t in life:
+                life[t][1] = i
+        for t in op.outputs:
+            if plan.tensors[t].storage == "intermediate":
+                life[t] = [i, i]
+    root = _views(plan)
+    items = sorted(life.items())
+    for a, (a0, a1) in items:
+        ta = plan.tensors[a]
+        assert ta.data_offset + ta.nbytes <= plan.arena_size
+        for b, (b0, b1) in items:
+            tb = plan.tensors[b]
+            if b <= a or root.get(a, a) == root.get(b, b) or not ta.nbytes or not tb.nbytes:
+                continue
+            if a0 <= b1 and b0 <= a1:
+                assert (ta.data_offset + ta.nbytes <= tb.data_offset
+                        or tb.data_offset + tb.nbytes <= ta.data_offset), (ta.name, tb.name)
+
+
+def test_reshape_chain_between_intermediates_shares_the_input_bytes():
+    def chain(m, x):
+        h = torch.relu(x)
+        t = torch.tanh(h.reshape(6, 4).reshape(24))  # a reshape of a reshape
+        return t.reshape(2, 3, 4) + h  # h is read after its views, t's view after t
+    low = assert_plan_matches_eager(Fn(chain), [x_(2, 3, 4)])
+    plan = low.plan
+    reshapes = [op for op in plan.ops if op.name == "RESHAPE"]
+    assert len(reshapes) == 3
+    for op in reshapes:
+        x, y = plan.tensors[op.inputs[0]], plan.tensors[op.outputs[0]]
+        assert x.storage == y.storage == "intermediate"
+        assert (y.data_offset, y.nbytes) == (x.data_offset, x.nbytes), (x.name, y.name)
+    relu, tanh = plan.the("RELU").outputs[0], plan.the("TANH").outputs[0]
+    assert sorted(_views(plan).values()) == [relu, relu, tanh]
+    # tanh reads the chain, so it cannot land on it; nothing else shares bytes while live.
+    assert plan.tensors[tanh].data_offset != plan.tensors[relu].data_offset
+    _assert_memory_plan(plan)
+
+
+def test_reshape_into_a_method_output_is_a_copy():
+    # The control: the same reshape writing a method output, whose memory the caller binds.
+    low = assert_plan_matches_eager(Fn(lambda m, x: torch.relu(x).reshape(24)), [x_(2, 3, 4)])
+    plan = low.plan
+    op = plan.the("RESHAPE")
+    x, y = plan.tensors[op.inputs[0]], plan.tensors[op.outputs[0]]
+    assert (x.storage, y.storage) == ("intermediate", "output")
+    assert _views(plan) == {}
+    _assert_memory_plan(plan)
+
+
 @pytest.mark.parametrize("fn,perm", [
     (lambda x: x.permute(2, 0, 1), [2, 0, 1]),
     (lambda x: x.transpose(0, -1), [2, 1, 0]),
@@ -548,6 +622,20 @@ def test_reshapes(fn, out_dims):
 def test_permutes(fn, perm):
     low = lower(Fn(lambda m, x: torch.relu(fn(x))), [x_(2, 3, 4)])
     assert low.plan.the("PERMUTE").attrs == perm
+
+
+@pytest.mark.parametrize("fn,shape", [
+    (lambda x: x.transpose(0, 1), (1, 5, 4)),     # a batch of one, batch-first -> seq-first
+    (lambda x: x.permute(1, 2, 0, 3), (1, 3, 1, 4)),  # only size-1 dims move
+])
+def test_permute_of_size_one_dims_is_a_reshape(fn, shape):
+    low = lower(Fn(lambda m, x: torch.relu(fn(x))), [x_(*shape)])
+    assert "PERMUTE" not in low.all_plan_ops()
+    assert "RESHAPE" in low.all_plan_ops()
+    # The control: the same permute with no size-1 dims moves elements.
+    wider = tuple(d if d != 1 else 2 for d in shape)
+    control = lower(Fn(lambda m, x: torch.relu(fn(x))), [x_(*wider)])
+    assert "PERMUTE" in control.all_plan_ops()
 
 
 def test_t_is_permute():

@@ -6,8 +6,12 @@
 
 void ember_cpu_copy(const ember_cpu_op_args* args) {
   const ember_tensor_desc* y = ember_cpu_output_tensor(args, 0);
-  if (y->nbytes == 0) return;
-  memcpy(ember_cpu_output_data(args, 0), ember_cpu_input_data(args, 0), y->nbytes);
+  void* y_data = ember_cpu_output_data(args, 0);
+  const void* x_data = ember_cpu_input_data(args, 0);
+  /* A RESHAPE at its input's arena offset is a view: the bytes are already there (and a
+   * memcpy onto itself is undefined). */
+  if (y->nbytes == 0 || y_data == x_data) return;
+  memcpy(y_data, x_data, y->nbytes);
 }
 
 /* Copies y (dims[0..rank), row-major) element by element from x, where a step along y's

@@ -180,6 +180,11 @@ typedef struct ember_tensor_desc {
   uint32_t io_index;
   uint32_t first_op;
   uint32_t last_op;
+  /* Derived by the verifier. An intermediate written by a RESHAPE of an intermediate at
+   * the same data_offset with the same nbytes is a view of it (docs/plan-format.md,
+   * "Memory plan"): view_of is the first tensor of that chain of views (a reshape of a
+   * reshape of x: x). Every other tensor: its own index. */
+  uint32_t view_of;
 } ember_tensor_desc;
 
 typedef struct ember_op_desc {

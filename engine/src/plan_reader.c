@@ -454,6 +454,7 @@ static ember_status* read_tensor(const uint8_t* record, const plan_header* heade
   tensor->io_index = EMBER_PLAN_NO_INDEX;
   tensor->first_op = EMBER_PLAN_NO_INDEX;
   tensor->last_op = EMBER_PLAN_NO_INDEX;
+  tensor->view_of = index;
   return NULL;
 }
 

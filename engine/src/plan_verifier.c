@@ -5,8 +5,9 @@
  * plan order (operand and attr slices in range, operand and attr counts for its opcode,
  * who writes what and read-after-write, dtypes, shapes and attr values); then that every
  * intermediate and output is written; then the memory plan (intermediates inside the
- * arena, no two live ones sharing bytes). The first failure is returned. Executors rely
- * on every one of these rules.
+ * arena, no two live ones sharing bytes unless they are views of one tensor, RESHAPE's
+ * in-place form). The first failure is returned. Executors rely on every one of these
+ * rules.
  *
  * Shapes with dynamic dims are compared symbolically (see `shape`), so a plan that passes
  * holds for every value of its symbols. The last section checks a run's bindings against
@@ -1041,7 +1042,25 @@ static ember_status* verify_op_semantics(const op_context* ctx) {
   return OP_ERROR(ctx, "opcode %d has no verifier", (int)op->opcode);
 }
 
-static ember_status* verify_memory_plan(const ember_plan* plan) {
+/* A RESHAPE whose input and output are intermediates at the same data_offset, with the
+ * same nbytes, is a view (docs/plan-format.md, "Memory plan"): the two are one
+ * allocation, so they may share bytes while both are live. Ops are in order, so an
+ * input's view_of is final before its output's is set. */
+static void find_views(ember_plan* plan) {
+  for (uint32_t i = 0; i < plan->num_ops; ++i) {
+    const ember_op_desc* op = &plan->ops[i];
+    if (op->opcode != EMBER_OP_RESHAPE) continue;
+    const ember_tensor_desc* x = ember_plan_op_input_tensor(plan, op, 0);
+    ember_tensor_desc* y = &plan->tensors[ember_plan_op_output(plan, op, 0)];
+    if (x->storage == EMBER_STORAGE_INTERMEDIATE && y->storage == EMBER_STORAGE_INTERMEDIATE &&
+        x->data_offset == y->data_offset && x->nbytes == y->nbytes) {
+      y->view_of = x->view_of;
+    }
+  }
+}
+
+static ember_status* verify_memory_plan(ember_plan* plan) {
+  find_views(plan);
   for (uint32_t t = 0; t < plan->num_tensors; ++t) {
     const ember_tensor_desc* tensor = &plan->tensors[t];
     if (tensor->storage != EMBER_STORAGE_INTERMEDIATE) continue;
@@ -1061,6 +1080,9 @@ static ember_status* verify_memory_plan(const ember_plan* plan) {
     for (uint32_t b = a + 1; b < plan->num_tensors; ++b) {
       const ember_tensor_desc* tb = &plan->tensors[b];
       if (tb->storage != EMBER_STORAGE_INTERMEDIATE || tb->nbytes == 0) continue;
+      /* Views of one tensor: the same bytes exactly (each has its input's offset and
+       * nbytes), written once and never again. */
+      if (ta->view_of == tb->view_of) continue;
       const bool live_together = ta->first_op <= tb->last_op && tb->first_op <= ta->last_op;
       if (live_together &&
           ember_ranges_overlap(ta->data_offset, ta->nbytes, tb->data_offset, tb->nbytes)) {

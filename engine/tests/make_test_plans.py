@@ -1099,6 +1099,24 @@ def case_dynamic(batch, dtype=None):
     return g
 
 
+def case_views(dtype=None):
+    """RESHAPEs between intermediates, which the writer makes views (docs/plan-format.md,
+    "Memory plan"): a chain of them, two views of one tensor, the chain's first tensor read
+    after its views, and a reshape into an output (a copy)."""
+    g = Graph(dtype, 125)
+    x = g.input([2, 3, 4], name="x")
+    a = g.unary(pw.Op.RELU, x)
+    v = g.reshape(a, [6, 4])
+    v2 = g.reshape(v, [24])
+    n = g.unary(pw.Op.TANH, v2)
+    n3 = g.reshape(n, [2, 3, 4])
+    total = g.binary(pw.Op.ADD, a, n3)
+    w = g.reshape(v, [4, 6])
+    g.softmax(w, 1, output=True, name="late_view")
+    g.reshape(total, [6, 4], output=True, name="sum")
+    return g
+
+
 DYNAMIC_BATCHES = (6, 3, 1, 0)
 
 
@@ -1181,6 +1199,8 @@ def valid_cases():
         "decoder": case_decoder(),
         "decoder_f16": case_decoder(F16),
         "dynamic_b6": case_dynamic(6),
+        "views": case_views(),
+        "views_f16": case_views(F16),
     }
     return cases
 
@@ -1400,6 +1420,31 @@ def base_f():
     w.add_op(pw.Op.SDPA, [emb, emb, emb], [att], [1, pw.f64_bits(0.5)])
     w.add_op(pw.Op.WHERE, [mask, att, zero], [y])
     return w.to_bytes()
+
+
+def base_g():
+    """RESHAPE views. Tensors: 0 x[4,8], 1 a[4,8], 2 v[32], 3 v2[8,4], 4 b[8,4], 5 y[8,4],
+    128 bytes each. Ops: 0 RELU x -> a, 1 RESHAPE a -> v, 2 RESHAPE v -> v2, 3 NEG v2 -> b,
+    4 ADD(b, v2) -> y. As written, v and v2 are views of a (offset 0, lives 0..1, 1..2,
+    2..4) and b is at 128 (live 3..4)."""
+    w = pw.PlanWriter()
+    f = pw.Dtype.FLOAT32
+    x = w.add_input("x", f, [4, 8])
+    a = w.add_intermediate("a", f, [4, 8])
+    v = w.add_intermediate("v", f, [32])
+    v2 = w.add_intermediate("v2", f, [8, 4])
+    b = w.add_intermediate("b", f, [8, 4])
+    y = w.add_output("y", f, [8, 4])
+    w.add_op(pw.Op.RELU, [x], [a])
+    w.add_op(pw.Op.RESHAPE, [a], [v])
+    w.add_op(pw.Op.RESHAPE, [v], [v2])
+    w.add_op(pw.Op.NEG, [v2], [b])
+    w.add_op(pw.Op.ADD, [b, v2], [y])
+    data = w.to_bytes()
+    plan = Plan(data)
+    assert [plan.tensor(t, "data_offset") for t in (1, 2, 3, 4)] == [0, 0, 0, 128], \
+        "base_g: the writer no longer makes views of the reshapes"
+    return data
 
 
 INVALID, UNSUPPORTED = "EMBER_INVALID_PLAN", "EMBER_UNSUPPORTED_VERSION"
@@ -1633,7 +1678,41 @@ def malformed_cases():
     add("arena_too_small", a().header("arena_size", 64), "lies outside the arena (arena_size 64)")
     add("overlapping_live_intermediates", a().tensor(4, "data_offset", a().tensor(3, "data_offset")),
         "share arena bytes while both are live")
+    # A RESHAPE may share bytes with its input only at the same offset (a view), and a view
+    # lets no other tensor on its bytes.
+    G = base_g()
+    g = lambda: Plan(G)  # noqa: E731
+    add("reshape_partly_on_its_input", g().tensor(2, "data_offset", 64),
+        "tensors 1 ('a', live ops 0..1) and 2 ('v', live ops 1..2) share arena bytes")
+    add("reshape_of_a_view_partly_on_it", g().tensor(3, "data_offset", 64),
+        "tensors 2 ('v', live ops 1..2) and 3 ('v2', live ops 2..4) share arena bytes")
+    add("op_in_place_on_a_view", g().tensor(4, "data_offset", 0),
+        "tensors 3 ('v2', live ops 2..4) and 4 ('b', live ops 3..4) share arena bytes")
     return cases
+
+
+def copy_views(data):
+    """The same plan with every RESHAPE view (output at its input's offset) moved to bytes
+    of its own past the arena, as writers before views placed them: the executors copy
+    those, with the same results."""
+    plan = Plan(data)
+    operands = plan.section("operands")[0]
+    inter = int(pw.Storage.INTERMEDIATE)
+    views = []  # all found before any moves, so a view of a view is one too
+    for i in range(plan.header("num_ops")):
+        if plan.op(i, "opcode") != pw.Op.RESHAPE:
+            continue
+        first = plan.op(i, "first_operand")
+        x, y = (plan.get(operands + 4 * (first + k), "I") for k in range(2))
+        if (plan.tensor(x, "storage") == inter and plan.tensor(y, "storage") == inter and
+                plan.tensor(x, "data_offset") == plan.tensor(y, "data_offset")):
+            views.append(y)
+    assert views, "the plan has no views"
+    arena = plan.header("arena_size")
+    for y in views:
+        plan.tensor(y, "data_offset", arena)
+        arena += (plan.tensor(y, "nbytes") + 63) // 64 * 64
+    return plan.header("arena_size", arena).bytes()
 
 
 def widen_plan(data, extra_header=16, extra_tensor=8, extra_op=8, filler=0xA5):
@@ -1744,6 +1823,14 @@ def main(argv):
     write(os.path.join(valid_dir, "wider_records.plan"), widen_plan(mlp.w.to_bytes()))
     write(os.path.join(valid_dir, "wider_records.case"), mlp.case_bytes())
     names.append("wider_records")
+    # The same plans with their RESHAPE views copied instead (separate offsets, as plans
+    # written before views were): they mean the same and must give the same outputs.
+    for name in ("views", "decoder"):
+        write(os.path.join(valid_dir, name + "_copied.plan"),
+              copy_views(valid_cases_cache[name].w.to_bytes()))
+        write(os.path.join(valid_dir, name + "_copied.case"),
+              valid_cases_cache[name].case_bytes())
+        names.append(name + "_copied")
     with open(os.path.join(valid_dir, "cases.txt"), "w") as f:
         f.write("".join(n + "\n" for n in names))
     dynamic_names = []

@@ -230,6 +230,41 @@ class WriterLayout(unittest.TestCase):
         offsets = {struct.unpack_from("<Q", data, t_off + 104 * i + 16)[0] for i in range(1, 11)}
         self.assertEqual(offsets, {0, 64})
 
+    def offsets(self, data, count):
+        t_off = self.header(data)[1][1][0]
+        return [struct.unpack_from("<Q", data, t_off + 104 * i + 16)[0] for i in range(count)]
+
+    def test_reshape_views(self):
+        # x -relu-> a -reshape-> v -reshape-> v2 -relu-> b; c = relu(a) after b (a outlives
+        # its views); d = relu(c); y = reshape(b) (an output: a copy).
+        w = pw.PlanWriter()
+        f = pw.Dtype.FLOAT32
+        x = w.add_input("x", f, [4, 16])
+        a, v, v2, b, c, d = (w.add_intermediate(n, f, s) for n, s in (
+            ("a", [4, 16]), ("v", [64]), ("v2", [16, 4]), ("b", [16, 4]), ("c", [4, 16]),
+            ("d", [4, 16])))
+        y = w.add_output("y", f, [64])
+        z = w.add_output("z", f, [4, 16])
+        w.add_op(pw.Op.RELU, [x], [a])
+        w.add_op(pw.Op.RESHAPE, [a], [v])
+        w.add_op(pw.Op.RESHAPE, [v], [v2])
+        w.add_op(pw.Op.RELU, [v2], [b])
+        w.add_op(pw.Op.RELU, [a], [c])
+        w.add_op(pw.Op.RELU, [c], [d])
+        w.add_op(pw.Op.RESHAPE, [b], [y])
+        w.add_op(pw.Op.RELU, [d], [z])
+        data = w.to_bytes()
+        off = dict(zip(["x", "a", "v", "v2", "b", "c", "d"], self.offsets(data, 7)))
+        self.assertEqual(off["v"], off["a"])
+        self.assertEqual(off["v2"], off["a"])
+        # v2 dies at op 3, but a lives to op 4: b and c must not land on the chain.
+        self.assertNotEqual(off["b"], off["a"])
+        self.assertNotEqual(off["c"], off["a"])
+        self.assertNotEqual(off["c"], off["b"])
+        # After op 4 the whole chain is dead: d reuses its bytes.
+        self.assertEqual(off["d"], off["a"])
+        self.assertEqual(self.header(data)[0][12], 3 * 256)
+
     def test_io_order_and_f64(self):
         w = pw.PlanWriter()
         b = w.add_input("b", pw.Dtype.FLOAT32, [2])

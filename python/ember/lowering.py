@@ -1438,10 +1438,18 @@ def _permutation(node: Node) -> List[int]:
     return perm
 
 
+def _keeps_memory_order(shape, perm: List[int]) -> bool:
+    """Whether permuting by perm only moves dims of size 1: then the elements stay in the
+    same order in memory and the permute is a reshape (a [1, L, D] -> [L, 1, D] transpose
+    of a batch of one, say)."""
+    moved = [d for d in perm if not (isinstance(shape[d], int) and shape[d] == 1)]
+    return moved == sorted(moved)
+
+
 def _lower_permute(lw: _Lowerer, node: Node) -> None:
     x = lw.operand(node.args[0], _out_dtype(node))
     perm = _permutation(node)
-    if perm == list(range(len(perm))):
+    if _keeps_memory_order(list(_val(node.args[0]).shape), perm):
         lw.w.add_op(Op.RESHAPE, [x], [lw.result(node)])
     else:
         lw.w.add_op(Op.PERMUTE, [x], [lw.result(node)], perm)

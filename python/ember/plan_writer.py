@@ -23,8 +23,8 @@ naming the symbol of each dim (None for a static dim):
 
 `to_bytes` checks what the engine's verifier checks (raising ValueError naming the
 problem), places intermediates in one arena (64-byte aligned, reusing memory of tensors
-whose last reader has run) and lays out the sections. Output is deterministic: the same
-calls give the same bytes.
+whose last reader has run; a RESHAPE between intermediates shares its input's bytes) and
+lays out the sections. Output is deterministic: the same calls give the same bytes.
 """
 
 from __future__ import annotations
@@ -747,32 +747,62 @@ class PlanWriter:
 
     # ---- layout --------------------------------------------------------------------
 
+    def _view_roots(self) -> Dict[int, int]:
+        """For each intermediate written by a RESHAPE of an intermediate: the first tensor
+        of its chain of such reshapes (a reshape of a reshape of x gives x). They share
+        x's bytes (docs/plan-format.md, "Memory plan": a view)."""
+        roots: Dict[int, int] = {}
+        for op in self._ops:  # in order, so an input's root is known before its output's
+            if op.opcode != Op.RESHAPE:
+                continue
+            x, y = self._tensors[op.inputs[0]], self._tensors[op.outputs[0]]
+            if x.storage != Storage.INTERMEDIATE or y.storage != Storage.INTERMEDIATE:
+                continue
+            if x.nbytes != y.nbytes:  # _check_op rules this out; a view must be exact
+                raise ValueError(f"RESHAPE of tensor {x.index} ({x.name!r}, {x.nbytes} bytes) "
+                                 f"into {y.index} ({y.name!r}, {y.nbytes} bytes) changes "
+                                 f"the byte count")
+            roots[y.index] = roots.get(x.index, x.index)
+        return roots
+
     def _plan_arena(self, lifetimes: List[Tuple[int, int]]) -> int:
         """Places intermediates first-fit, in order of the op that writes them; two
         tensors share bytes only if their lifetimes [writer, last reader] are disjoint.
-        Dynamic tensors are placed at their largest size."""
-        inters = [t for t in self._tensors if t.storage == Storage.INTERMEDIATE]
-        inters.sort(key=lambda t: (lifetimes[t.index][0], t.index))
+        A RESHAPE of an intermediate into an intermediate is a view: its output takes its
+        input's offset, and the chain is placed as one allocation whose lifetime is the
+        union of its members'. Dynamic tensors are placed at their largest size."""
+        roots = self._view_roots()
+        members: Dict[int, List[_Tensor]] = {}
+        for t in self._tensors:
+            if t.storage == Storage.INTERMEDIATE:
+                members.setdefault(roots.get(t.index, t.index), []).append(t)
+        life: Dict[int, Tuple[int, int]] = {
+            root: (min(lifetimes[m.index][0] for m in group),
+                   max(lifetimes[m.index][1] for m in group))
+            for root, group in members.items()}
+        inters = sorted((self._tensors[root] for root in members),
+                        key=lambda t: (life[t.index][0], t.index))
         placed: List[_Tensor] = []
         arena_size = 0
         for t in inters:
             if t.nbytes == 0:
-                t.data_offset = 0
-                continue
-            first, last = lifetimes[t.index]
-            busy = sorted(
-                (p.data_offset, p.data_offset + p.nbytes)
-                for p in placed
-                if lifetimes[p.index][0] <= last and first <= lifetimes[p.index][1]
-            )
-            offset = 0
-            for start, end in busy:
-                if offset + t.nbytes <= start:
-                    break
-                offset = max(offset, _align(end, DATA_ALIGN))
-            t.data_offset = offset
-            placed.append(t)
-            arena_size = max(arena_size, _align(offset + t.nbytes, DATA_ALIGN))
+                offset = 0
+            else:
+                first, last = life[t.index]
+                busy = sorted(
+                    (p.data_offset, p.data_offset + p.nbytes)
+                    for p in placed
+                    if life[p.index][0] <= last and first <= life[p.index][1]
+                )
+                offset = 0
+                for start, end in busy:
+                    if offset + t.nbytes <= start:
+                        break
+                    offset = max(offset, _align(end, DATA_ALIGN))
+                placed.append(t)
+                arena_size = max(arena_size, _align(offset + t.nbytes, DATA_ALIGN))
+            for m in members[t.index]:
+                m.data_offset = offset
         return arena_size
 
     def to_bytes(self) -> bytes:
