@@ -67,7 +67,7 @@ endif()
 
 # One module per .cu file; the names must match EMBER_CUDA_FATBINS in cuda_kernels.c.
 set(_ember_kernel_names elementwise binary softmax layer_norm layout select_cast embedding reduce
-    attention conv_pool)
+    attention conv_pool gemv)
 set(_ember_kernel_headers "${_ember_kernel_dir}/kernel_common.cuh"
     "${_ember_cuda_dir}/kernel_params.h")
 set(_ember_fatbin_sources "")

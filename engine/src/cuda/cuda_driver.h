@@ -61,6 +61,7 @@
   X(cuEventCreate)                          \
   X(cuEventDestroy)                         \
   X(cuEventRecord)                          \
+  X(cuEventSynchronize)                     \
   X(cuEventElapsedTime)
 
 typedef struct ember_cuda_driver {

@@ -93,6 +93,9 @@ typedef struct ember_cuda_executor {
   CUdeviceptr conv_col;
   CUdeviceptr conv_weights;
   uint64_t* conv_weight_offset;
+  /* SDPA as two GEMMs: float32 scores, then the softmax in the dtype, for the largest
+   * such op (0: every SDPA runs the fused kernel). */
+  CUdeviceptr sdpa_scratch;
 
   /* Inputs then outputs: slot = io_index, or num_inputs + io_index. */
   uint32_t num_io;
@@ -165,6 +168,13 @@ static unsigned int grid_for_elements(const ember_cuda_executor* executor, uint6
   const uint64_t cap = (uint64_t)executor->sm_count * 8u;
   if (blocks > cap) blocks = cap;
   return blocks == 0 ? 1u : (unsigned int)blocks;
+}
+
+/* For kernels whose fast path gives each thread 16 bytes (8 float16/bfloat16 or 4 float32
+ * elements): a thread per 16 bytes, not per element. Their scalar fallback (unaligned
+ * pointers) is a grid-stride loop, correct with any grid. */
+static unsigned int grid_for_vectors(const ember_cuda_executor* executor, uint64_t nbytes) {
+  return grid_for_elements(executor, nbytes / 16u + (nbytes % 16u != 0));
 }
 
 static unsigned int grid_for_rows(const ember_cuda_executor* executor, uint64_t rows) {
@@ -253,7 +263,7 @@ static void build_unary(ember_cuda_executor* executor, uint32_t i) {
   }
   ember_cuda_step* step = add_kernel_step(
       executor, i, EMBER_CUDA_KERNEL_UNARY + ember_cuda_dtype_index(y->dtype),
-      grid_for_elements(executor, y->numel), &p, sizeof p);
+      grid_for_vectors(executor, y->nbytes), &p, sizeof p);
   add_ref(executor, step, ember_plan_op_input(plan, op, 0), offsetof(ember_k_unary_params, x));
   add_ref(executor, step, ember_plan_op_output(plan, op, 0), offsetof(ember_k_unary_params, y));
 }
@@ -282,6 +292,23 @@ static ember_k_binary_op binary_op_of(ember_opcode opcode) {
     case EMBER_OP_MINIMUM: return EMBER_K_BINARY_MINIMUM;
     default: return EMBER_K_BINARY_ADD;
   }
+}
+
+/* Whether the binary kernel's 16-byte path takes this shape (the kernel checks the same,
+ * and the pointers' alignment, itself; this only sizes the grid): rank 1, or rank 2 with
+ * rows of whole vectors; each operand contiguous or broadcast along the last dim. */
+static bool binary_vectorizable(const ember_k_binary_params* p, uint64_t lanes) {
+  if (p->count > INT32_MAX || (p->rank != 1 && (p->rank != 2 || p->dims[1] % (int64_t)lanes != 0))) {
+    return false;
+  }
+  const int64_t* strides[2] = {p->a_strides, p->b_strides};
+  for (int k = 0; k < 2; ++k) {
+    const int64_t inner = strides[k][p->rank - 1];
+    if (inner != 0 && (inner != 1 || (p->rank == 2 && strides[k][0] % (int64_t)lanes != 0))) {
+      return false;
+    }
+  }
+  return true;
 }
 
 static void build_binary(ember_cuda_executor* executor, uint32_t i) {
@@ -321,7 +348,10 @@ static void build_binary(ember_cuda_executor* executor, uint32_t i) {
   p.rank = rank;
   ember_cuda_step* step = add_kernel_step(
       executor, i, EMBER_CUDA_KERNEL_BINARY + ember_cuda_dtype_index(y->dtype),
-      grid_for_elements(executor, y->numel), &p, sizeof p);
+      binary_vectorizable(&p, 16u / ember_dtype_size(y->dtype))
+          ? grid_for_vectors(executor, y->nbytes)
+          : grid_for_elements(executor, y->numel),
+      &p, sizeof p);
   add_ref(executor, step, ember_plan_op_input(plan, op, 0), offsetof(ember_k_binary_params, a));
   add_ref(executor, step, ember_plan_op_input(plan, op, 1), offsetof(ember_k_binary_params, b));
   add_ref(executor, step, ember_plan_op_output(plan, op, 0), offsetof(ember_k_binary_params, y));
@@ -339,6 +369,23 @@ static void build_copy(ember_cuda_executor* executor, uint32_t i) {
                       grid_for_elements(executor, (y->nbytes + 15u) / 16u), &p, sizeof p);
   add_ref(executor, step, ember_plan_op_input(plan, op, 0), offsetof(ember_k_copy_params, x));
   add_ref(executor, step, ember_plan_op_output(plan, op, 0), offsetof(ember_k_copy_params, y));
+}
+
+/* A RESHAPE whose output the plan put on its input's bytes is a view (docs/plan-format.md,
+ * "Memory plan"): no step. The addresses are compared, not the plan's offsets, since
+ * plan_fusions may have moved the input (a fused activation's output) elsewhere; bound
+ * inputs and outputs are not in the arena and keep the copy. */
+static void build_reshape(ember_cuda_executor* executor, uint32_t i) {
+  const ember_plan* plan = executor->plan;
+  const ember_op_desc* op = &plan->ops[i];
+  const uint32_t x = ember_plan_op_input(plan, op, 0);
+  const uint32_t y = ember_plan_op_output(plan, op, 0);
+  if (plan->tensors[x].storage == EMBER_STORAGE_INTERMEDIATE &&
+      plan->tensors[y].storage == EMBER_STORAGE_INTERMEDIATE &&
+      tensor_address(executor, x) == tensor_address(executor, y)) {
+    return;
+  }
+  build_copy(executor, i);
 }
 
 static void add_gather_step(ember_cuda_executor* executor, uint32_t i, uint32_t rank,
@@ -429,22 +476,44 @@ static void add_bias_act_step(ember_cuda_executor* executor, uint32_t op_index,
   p.zero_input = zero_input;
   ember_cuda_step* step = add_kernel_step(
       executor, op_index, EMBER_CUDA_KERNEL_BIAS_ACT + ember_cuda_dtype_index(y->dtype),
-      grid_for_elements(executor, y->numel), &p, sizeof p);
+      grid_for_vectors(executor, y->nbytes), &p, sizeof p);
   add_ref(executor, step, y_tensor, offsetof(ember_k_bias_act_params, y));
   if (p.has_bias) add_ref(executor, step, bias_tensor, offsetof(ember_k_bias_act_params, bias));
 }
 
-/* Whether op i (LINEAR or MATMUL) can take op i + 1 (RELU, or GELU in the tanh form,
- * which is what CUBLASLT_EPILOGUE_GELU computes) into its epilogue: the activation reads
- * only the GEMM's output, and nothing else reads that. */
+/* Whether a LINEAR runs as the gemv kernel instead of a cuBLASLt GEMM: weight [N, K],
+ * K > 0, and at most EMBER_K_GEMV_MAX_ROWS rows of x (kernel_params.h says why), counted
+ * at the plan's dims (a dynamic batch's largest, as everything here). */
+static bool linear_takes_gemv(const ember_plan* plan, const ember_op_desc* op) {
+  if (op->opcode != EMBER_OP_LINEAR ||
+      ember_plan_op_attr(plan, op, EMBER_ATTR_LINEAR_WEIGHT_LAYOUT) != 0) {
+    return false;
+  }
+  const ember_tensor_desc* x = ember_plan_op_input_tensor(plan, op, 0);
+  const ember_tensor_desc* y = ember_plan_op_output_tensor(plan, op, 0);
+  const int64_t k = x->dims[x->rank - 1];
+  return y->numel != 0 && k > 0 && x->numel / (uint64_t)k <= EMBER_K_GEMV_MAX_ROWS;
+}
+
+static bool is_activation(ember_opcode opcode) {
+  return opcode == EMBER_OP_RELU || opcode == EMBER_OP_GELU || opcode == EMBER_OP_SIGMOID ||
+         opcode == EMBER_OP_TANH || opcode == EMBER_OP_SILU;
+}
+
+/* Whether op i (LINEAR or MATMUL) can take op i + 1 into its epilogue: RELU, or GELU in
+ * the tanh form (what CUBLASLT_EPILOGUE_GELU computes), or any activation for a LINEAR
+ * that runs as the gemv kernel (which applies activate()); the activation reads only the
+ * GEMM's output, and nothing else reads that. */
 static bool can_fuse_activation(const ember_plan* plan, uint32_t i, const uint32_t* readers) {
   if (i + 1 >= plan->num_ops) return false;
   const ember_op_desc* op = &plan->ops[i];
   const ember_op_desc* next = &plan->ops[i + 1];
   if (op->opcode != EMBER_OP_LINEAR && op->opcode != EMBER_OP_MATMUL) return false;
-  if (next->opcode != EMBER_OP_RELU &&
-      !(next->opcode == EMBER_OP_GELU &&
-        ember_plan_op_attr(plan, next, EMBER_ATTR_GELU_APPROXIMATE) == 1)) {
+  const bool cublaslt_epilogue =
+      next->opcode == EMBER_OP_RELU ||
+      (next->opcode == EMBER_OP_GELU &&
+       ember_plan_op_attr(plan, next, EMBER_ATTR_GELU_APPROXIMATE) == 1);
+  if (!cublaslt_epilogue && !(is_activation(next->opcode) && linear_takes_gemv(plan, op))) {
     return false;
   }
   const uint32_t t = ember_plan_op_output(plan, op, 0);
@@ -514,6 +583,37 @@ static ember_status* plan_fusions(ember_cuda_executor* executor, uint64_t* out_e
   return status;
 }
 
+/* LINEAR op i as the gemv kernel (linear_takes_gemv) with its bias and, when `fused` is
+ * an op, that activation, whose output it then writes. The kernel picks 16-byte or
+ * element loads from the addresses it is given, so bound pointers need no alignment
+ * beyond their element's. */
+static void add_gemv_step(ember_cuda_executor* executor, uint32_t i, uint32_t fused) {
+  const ember_plan* plan = executor->plan;
+  const ember_op_desc* op = &plan->ops[i];
+  const ember_tensor_desc* x = ember_plan_op_input_tensor(plan, op, 0);
+  const ember_tensor_desc* y = ember_plan_op_output_tensor(plan, op, 0);
+  ember_k_gemv_params p = {0};
+  p.k = x->dims[x->rank - 1];
+  p.cols = y->dims[y->rank - 1];
+  p.rows = (int64_t)(y->numel / (uint64_t)p.cols);
+  p.act = fused != EMBER_PLAN_NO_INDEX ? (int32_t)unary_op_of(plan, &plan->ops[fused])
+                                       : EMBER_K_UNARY_IDENTITY;
+  p.has_bias = op->num_inputs == 3;
+  /* A warp per column. */
+  ember_cuda_step* step = add_kernel_step(
+      executor, i, EMBER_CUDA_KERNEL_GEMV + ember_cuda_dtype_index(y->dtype),
+      grid_for_elements(executor, (uint64_t)p.cols * 32u), &p, sizeof p);
+  add_ref(executor, step, ember_plan_op_input(plan, op, 0), offsetof(ember_k_gemv_params, x));
+  add_ref(executor, step, ember_plan_op_input(plan, op, 1), offsetof(ember_k_gemv_params, w));
+  if (p.has_bias) {
+    add_ref(executor, step, ember_plan_op_input(plan, op, 2), offsetof(ember_k_gemv_params, bias));
+  }
+  const uint32_t out = fused != EMBER_PLAN_NO_INDEX
+                           ? ember_plan_op_output(plan, &plan->ops[fused], 0)
+                           : ember_plan_op_output(plan, op, 0);
+  add_ref(executor, step, out, offsetof(ember_k_gemv_params, y));
+}
+
 static ember_status* build_gemm(ember_cuda_executor* executor, uint32_t i, uint32_t fused,
                                 size_t* max_workspace) {
   const ember_plan* plan = executor->plan;
@@ -528,6 +628,10 @@ static ember_status* build_gemm(ember_cuda_executor* executor, uint32_t i, uint3
                               : EMBER_PLAN_NO_INDEX;
     add_bias_act_step(executor, i, ember_plan_op_output(plan, op, 0), bias,
                       EMBER_K_UNARY_IDENTITY, true);
+    return NULL;
+  }
+  if (linear_takes_gemv(plan, op)) {
+    add_gemv_step(executor, i, fused);
     return NULL;
   }
   ember_cuda_gemm_request request = {
@@ -838,7 +942,170 @@ static void build_reduce(ember_cuda_executor* executor, uint32_t i) {
   add_ref(executor, step, ember_plan_op_output(plan, op, 0), offsetof(ember_k_reduce_params, y));
 }
 
-static void build_sdpa(ember_cuda_executor* executor, uint32_t i) {
+/* The largest power of two (at most 256) dividing `value`. */
+static uint32_t address_alignment(uint64_t value) {
+  if (value == 0) return 256u;
+  const uint64_t lowest = value & (~value + 1u);
+  return lowest >= 256u ? 256u : (uint32_t)lowest;
+}
+
+/* The most bytes SDPA's scores and probabilities may take; a larger SDPA runs fused. */
+#define EMBER_CUDA_MAX_SDPA_SCRATCH (1ull << 30)
+
+/* Whether SDPA op `op` runs as GEMM, softmax, GEMM: no mask tensor (is_causal is fine), a
+ * float dtype, q, k and v with the same batch dims, every size > 0, and scratch within
+ * bounds. *out_p_offset: where the probabilities start in the scratch; *out_bytes: the
+ * scratch it needs. */
+static bool sdpa_gemm_sizes(const ember_plan* plan, const ember_op_desc* op,
+                            uint64_t* out_p_offset, uint64_t* out_bytes) {
+  if (op->num_inputs != 3) return false;
+  const ember_tensor_desc* q = ember_plan_op_input_tensor(plan, op, 0);
+  const ember_tensor_desc* k = ember_plan_op_input_tensor(plan, op, 1);
+  const ember_tensor_desc* v = ember_plan_op_input_tensor(plan, op, 2);
+  const uint32_t rank = q->rank;
+  if (rank < 2 || k->rank != rank || v->rank != rank) return false;
+  if (q->dtype != EMBER_DTYPE_FLOAT32 && q->dtype != EMBER_DTYPE_FLOAT16 &&
+      q->dtype != EMBER_DTYPE_BFLOAT16) {
+    return false;
+  }
+  uint64_t batches = 1;
+  for (uint32_t d = 0; d + 2 < rank; ++d) {
+    if (k->dims[d] != q->dims[d] || v->dims[d] != q->dims[d] || q->dims[d] <= 0) return false;
+    batches *= (uint64_t)q->dims[d];
+  }
+  const int64_t l = q->dims[rank - 2], e = q->dims[rank - 1], s = k->dims[rank - 2];
+  if (l <= 0 || e <= 0 || s <= 0 || v->dims[rank - 2] != s || v->dims[rank - 1] <= 0) return false;
+  const uint64_t entries = batches * (uint64_t)l * (uint64_t)s;
+  uint64_t p_offset;
+  if (entries > EMBER_CUDA_MAX_SDPA_SCRATCH ||
+      !ember_checked_align_u64(entries * 4u, EMBER_CUDA_ALIGNMENT, &p_offset)) {
+    return false;
+  }
+  *out_p_offset = p_offset;
+  *out_bytes = p_offset + entries * ember_dtype_size(q->dtype);
+  return *out_bytes <= EMBER_CUDA_MAX_SDPA_SCRATCH;
+}
+
+static ember_status* prepare_sdpa_scratch(ember_cuda_executor* executor) {
+  const ember_plan* plan = executor->plan;
+  uint64_t largest = 0, p_offset, bytes;
+  for (uint32_t i = 0; i < plan->num_ops; ++i) {
+    if (plan->ops[i].opcode == EMBER_OP_SDPA &&
+        sdpa_gemm_sizes(plan, &plan->ops[i], &p_offset, &bytes) && bytes > largest) {
+      largest = bytes;
+    }
+  }
+  return allocate(executor, (size_t)largest, "SDPA scores", &executor->sdpa_scratch);
+}
+
+/* The address alignment a GEMM operand may assume: bound inputs and outputs are staged
+ * unless EMBER_CUDA_GEMM_IO_ALIGNMENT-aligned (and the slot is marked so). */
+static uint32_t gemm_operand_alignment(ember_cuda_executor* executor, uint32_t tensor) {
+  const ember_tensor_desc* t = &executor->plan->tensors[tensor];
+  if (is_io(t)) {
+    executor->io_alignment[io_slot(executor, t)] = EMBER_CUDA_GEMM_IO_ALIGNMENT;
+    return EMBER_CUDA_GEMM_IO_ALIGNMENT;
+  }
+  return address_alignment(tensor_address(executor, tensor));
+}
+
+/* SDPA on tensor cores: per batch, scores [L, S] = q·kᵀ (cuBLASLt, float32 out), the
+ * softmax kernel writes p [L, S] in the dtype, y [L, Ev] = p·v (cuBLASLt). Row-major
+ * [R, C] is column-major [C, R], so scoresᵀ = op(kᵀ)·qᵀ with A = k stored [E, S] used
+ * transposed, and yᵀ = vᵀ·pᵀ. *out_done is false when cuBLASLt has no algorithm (the
+ * fused kernel runs instead). */
+static ember_status* build_sdpa_gemm(ember_cuda_executor* executor, uint32_t i,
+                                     size_t* max_workspace, bool* out_done) {
+  *out_done = false;
+  const ember_plan* plan = executor->plan;
+  const ember_op_desc* op = &plan->ops[i];
+  uint64_t p_offset, bytes;
+  if (executor->sdpa_scratch == 0 || !sdpa_gemm_sizes(plan, op, &p_offset, &bytes)) return NULL;
+  const ember_tensor_desc* q = ember_plan_op_input_tensor(plan, op, 0);
+  const ember_tensor_desc* k = ember_plan_op_input_tensor(plan, op, 1);
+  const ember_tensor_desc* v = ember_plan_op_input_tensor(plan, op, 2);
+  const uint32_t q_index = ember_plan_op_input(plan, op, 0);
+  const uint32_t k_index = ember_plan_op_input(plan, op, 1);
+  const uint32_t v_index = ember_plan_op_input(plan, op, 2);
+  const uint32_t y_index = ember_plan_op_output(plan, op, 0);
+  const uint32_t rank = q->rank;
+  int64_t batches = 1;
+  for (uint32_t d = 0; d + 2 < rank; ++d) batches *= q->dims[d];
+  const int64_t l = q->dims[rank - 2], e = q->dims[rank - 1], s = k->dims[rank - 2];
+  const int64_t ev = v->dims[rank - 1];
+  const uint64_t scores = executor->sdpa_scratch, probabilities = scores + p_offset;
+  const ember_cuda_gemm_plain score_request = {
+      .dtype = q->dtype, .d_dtype = EMBER_DTYPE_FLOAT32, .transpose_a = true,
+      .m = (uint64_t)s, .n = (uint64_t)l, .k = (uint64_t)e,
+      .lda = e, .ldb = e, .ldd = s,
+      .batch = (int32_t)batches,
+      .strides = {s * e, l * e, l * s},
+      .alignments = {gemm_operand_alignment(executor, k_index),
+                     gemm_operand_alignment(executor, q_index), EMBER_CUDA_ALIGNMENT},
+      .max_workspace = EMBER_CUDA_MAX_WORKSPACE,
+  };
+  const ember_cuda_gemm_plain value_request = {
+      .dtype = q->dtype, .d_dtype = q->dtype,
+      .m = (uint64_t)ev, .n = (uint64_t)l, .k = (uint64_t)s,
+      .lda = ev, .ldb = s, .ldd = ev,
+      .batch = (int32_t)batches,
+      .strides = {s * ev, l * s, l * ev},
+      .alignments = {gemm_operand_alignment(executor, v_index), address_alignment(probabilities),
+                     gemm_operand_alignment(executor, y_index)},
+      .max_workspace = EMBER_CUDA_MAX_WORKSPACE,
+  };
+  if (batches > INT32_MAX) return NULL;
+  ember_cuda_gemm* gemms = &executor->gemms[executor->num_gemms];
+  ember_status* status = ember_cuda_gemm_prepare_plain(executor->lt, executor->lt_handle,
+                                                       &score_request, &gemms[0]);
+  if (status == NULL) {
+    status = ember_cuda_gemm_prepare_plain(executor->lt, executor->lt_handle, &value_request,
+                                           &gemms[1]);
+    if (status != NULL) ember_cuda_gemm_release(executor->lt, &gemms[0]);
+  }
+  if (status != NULL) {
+    if (ember_status_code_of(status) != EMBER_UNAVAILABLE) {
+      return ember_cuda_annotate(status, "op %" PRIu32 " (SDPA)", i);
+    }
+    ember_status_free(status);
+    return NULL;
+  }
+  for (uint32_t g = 0; g < 2; ++g) {
+    if (gemms[g].workspace_size > *max_workspace) *max_workspace = gemms[g].workspace_size;
+  }
+  executor->num_gemms += 2;
+
+  ember_cuda_step* score_step = add_step(executor, i);
+  score_step->is_gemm = true;
+  score_step->gemm = executor->num_gemms - 2;
+  add_ref(executor, score_step, k_index, GEMM_A);
+  add_ref(executor, score_step, q_index, GEMM_B);
+  score_step->fixed[GEMM_D] = scores;
+
+  ember_k_sdpa_softmax_params p = {0};
+  p.scores = scores; /* scratch, never patched */
+  p.p = probabilities;
+  p.rows = batches * l;
+  p.l = l;
+  p.s = s;
+  p.scale = attr_f64_as_float(plan, op, EMBER_ATTR_SDPA_SCALE_F64);
+  p.is_causal = ember_plan_op_attr(plan, op, EMBER_ATTR_SDPA_IS_CAUSAL) != 0;
+  const uint64_t warps_per_block = EMBER_K_BLOCK / 32u;
+  add_kernel_step(executor, i, EMBER_CUDA_KERNEL_SDPA_SOFTMAX + ember_cuda_dtype_index(q->dtype),
+                  grid_for_rows(executor, ((uint64_t)p.rows + warps_per_block - 1) / warps_per_block),
+                  &p, sizeof p);
+
+  ember_cuda_step* value_step = add_step(executor, i);
+  value_step->is_gemm = true;
+  value_step->gemm = executor->num_gemms - 1;
+  add_ref(executor, value_step, v_index, GEMM_A);
+  value_step->fixed[GEMM_B] = probabilities;
+  add_ref(executor, value_step, y_index, GEMM_D);
+  *out_done = true;
+  return NULL;
+}
+
+static void build_sdpa_fused(ember_cuda_executor* executor, uint32_t i) {
   const ember_plan* plan = executor->plan;
   const ember_op_desc* op = &plan->ops[i];
   const ember_tensor_desc* q = ember_plan_op_input_tensor(plan, op, 0);
@@ -892,6 +1159,13 @@ static void build_sdpa(ember_cuda_executor* executor, uint32_t i) {
   add_ref(executor, step, ember_plan_op_output(plan, op, 0), offsetof(ember_k_sdpa_params, y));
 }
 
+static ember_status* build_sdpa(ember_cuda_executor* executor, uint32_t i, size_t* max_workspace) {
+  bool done;
+  EMBER_RETURN_IF_ERROR(build_sdpa_gemm(executor, i, max_workspace, &done));
+  if (!done) build_sdpa_fused(executor, i);
+  return NULL;
+}
+
 static void build_conv2d_direct(ember_cuda_executor* executor, uint32_t i) {
   const ember_plan* plan = executor->plan;
   const ember_op_desc* op = &plan->ops[i];
@@ -928,6 +1202,12 @@ static void build_conv2d_direct(ember_cuda_executor* executor, uint32_t i) {
 /* Whether op (a CONV2D) runs as im2col + cuBLASLt GEMM: groups 1, constant weight and
  * bias (the bias is appended to each weight row once, at prepare), an im2col buffer of at
  * most EMBER_CUDA_MAX_IM2COL bytes. Sizes in bytes. */
+/* The elements between two rows of a conv's augmented weights: taps rounded up to a
+ * multiple of 8, so every row starts 16-byte aligned. An odd leading dimension (a 3x3x64
+ * conv has 577 taps with the bias) leaves cuBLASLt only its slowest, unvectorized
+ * kernels. */
+static uint64_t conv_weight_stride(uint64_t taps) { return (taps + 7u) & ~(uint64_t)7u; }
+
 static bool conv_gemm_sizes(const ember_plan* plan, const ember_op_desc* op,
                             uint64_t* out_col_bytes, uint64_t* out_weight_bytes) {
   const ember_tensor_desc* x = ember_plan_op_input_tensor(plan, op, 0);
@@ -946,7 +1226,7 @@ static bool conv_gemm_sizes(const ember_plan* plan, const ember_op_desc* op,
   if (!ember_checked_mul_u64(taps, positions, &col) ||
       !ember_checked_mul_u64(col, (uint64_t)x->dims[0], &col) ||
       !ember_checked_mul_u64(col, es, &col) || col > EMBER_CUDA_MAX_IM2COL ||
-      !ember_checked_mul_u64(taps, (uint64_t)w->dims[0], &weight) ||
+      !ember_checked_mul_u64(conv_weight_stride(taps), (uint64_t)w->dims[0], &weight) ||
       !ember_checked_mul_u64(weight, es, &weight) || taps > INT32_MAX) {
     return false;
   }
@@ -956,7 +1236,8 @@ static bool conv_gemm_sizes(const ember_plan* plan, const ember_op_desc* op,
 }
 
 /* Allocates the im2col buffer and uploads the augmented weights ([O, C·KH·KW + 1]: each
- * row, then its bias or 0) of every CONV2D that runs as a GEMM. */
+ * row, then its bias or 0, rows conv_weight_stride apart) of every CONV2D that runs as a
+ * GEMM. */
 static ember_status* prepare_conv_gemms(ember_cuda_executor* executor) {
   const ember_plan* plan = executor->plan;
   executor->conv_weight_offset = malloc((plan->num_ops == 0 ? 1 : plan->num_ops) * sizeof(uint64_t));
@@ -991,7 +1272,8 @@ static ember_status* prepare_conv_gemms(ember_cuda_executor* executor) {
     const ember_op_desc* op = &plan->ops[i];
     const ember_tensor_desc* w = ember_plan_op_input_tensor(plan, op, 1);
     const size_t es = ember_dtype_size(w->dtype);
-    const size_t row = (size_t)(w->dims[1] * w->dims[2] * w->dims[3]) * es;
+    const size_t taps = (size_t)(w->dims[1] * w->dims[2] * w->dims[3]);
+    const size_t row = taps * es, padded_row = (size_t)conv_weight_stride(taps + 1u) * es;
     const uint8_t* weights = plan->constants + w->data_offset;
     const uint8_t* bias = op->num_inputs == 3
                               ? plan->constants + ember_plan_op_input_tensor(plan, op, 2)->data_offset
@@ -1000,7 +1282,7 @@ static ember_status* prepare_conv_gemms(ember_cuda_executor* executor) {
     for (int64_t o = 0; o < w->dims[0]; ++o) {
       memcpy(out, weights + (size_t)o * row, row);
       if (bias != NULL) memcpy(out + row, bias + (size_t)o * es, es); /* else 0.0 */
-      out += row + es;
+      out += padded_row; /* the padding past the bias stays 0 and is never read */
     }
   }
   CUresult result = executor->driver->cuMemcpyHtoDAsync(executor->conv_weights, host,
@@ -1011,11 +1293,48 @@ static ember_status* prepare_conv_gemms(ember_cuda_executor* executor) {
   return NULL;
 }
 
-/* The largest power of two (at most 256) dividing `value`. */
-static uint32_t address_alignment(uint64_t value) {
-  if (value == 0) return 256u;
-  const uint64_t lowest = value & (~value + 1u);
-  return lowest >= 256u ? 256u : (uint32_t)lowest;
+
+/* n / d == (umulhi(n, mul) + n) >> shift for every n < 2^31 and 1 <= d <= 2^31 (the
+ * rounded-up reciprocal of Granlund and Montgomery, as PyTorch's IntDivider): with
+ * mul' = 2^32 + mul = floor(2^(32 + shift) / d) + 1 the error of n·mul' / 2^(32 + shift)
+ * over n / d is below n / 2^(32 + shift) < 1 / d, since d <= 2^shift. */
+static void fast_divisor(uint64_t d, uint32_t* mul, uint32_t* shift) {
+  uint32_t s = 0;
+  while (((uint64_t)1 << s) < d) ++s;
+  *shift = s;
+  *mul = (uint32_t)(((((uint64_t)1 << s) - d) << 32) / d + 1u);
+}
+
+/* Sets the im2col kernel's 32-bit path (kernel_params.h) when every index and coordinate
+ * it computes fits in int32, with room for a vector's overshoot: the col and x element
+ * counts, and how far the windows reach (the output rows and columns past the last,
+ * times the stride, plus padding and the dilated kernel). */
+static void set_im2col_index32(ember_k_im2col_params* p) {
+  const uint64_t limit = (uint64_t)INT32_MAX - 64u;
+  const uint64_t rows = (uint64_t)(p->c * p->kh * p->kw) + 1u;
+  const uint64_t positions = (uint64_t)(p->oh * p->ow);
+  uint64_t total, reach_h, reach_w, a, b;
+  const bool fits =
+      ember_checked_mul_u64(rows, (uint64_t)p->n, &total) &&
+      ember_checked_mul_u64(total, positions, &total) && total <= limit &&
+      (uint64_t)(p->n * p->c * p->h * p->w) <= limit &&
+      ember_checked_mul_u64((uint64_t)p->oh + 1u, (uint64_t)p->stride_h, &a) &&
+      ember_checked_mul_u64((uint64_t)p->kh, (uint64_t)p->dilation_h, &b) &&
+      ember_checked_add_u64(a, b, &reach_h) &&
+      ember_checked_add_u64(reach_h, (uint64_t)p->pad_h, &reach_h) && reach_h <= limit &&
+      ember_checked_mul_u64((uint64_t)p->ow + 1u, (uint64_t)p->stride_w, &a) &&
+      ember_checked_mul_u64((uint64_t)p->kw, (uint64_t)p->dilation_w, &b) &&
+      ember_checked_add_u64(a, b, &reach_w) &&
+      ember_checked_add_u64(reach_w, (uint64_t)p->pad_w, &reach_w) && reach_w <= limit;
+  if (!fits) return; /* int64 math */
+  p->index32 = 1;
+  const uint64_t divisors[EMBER_K_IM2COL_DIVISORS] = {
+      [EMBER_K_IM2COL_DIV_POSITIONS] = positions, [EMBER_K_IM2COL_DIV_ROWS] = rows,
+      [EMBER_K_IM2COL_DIV_OW] = (uint64_t)p->ow, [EMBER_K_IM2COL_DIV_KW] = (uint64_t)p->kw,
+      [EMBER_K_IM2COL_DIV_KH] = (uint64_t)p->kh};
+  for (int k = 0; k < EMBER_K_IM2COL_DIVISORS; ++k) {
+    fast_divisor(divisors[k], &p->div_mul[k], &p->div_shift[k]);
+  }
 }
 
 /* CONV2D as im2col (a kernel) + one strided-batched cuBLASLt GEMM over the images:
@@ -1037,11 +1356,12 @@ static ember_status* build_conv2d_gemm(ember_cuda_executor* executor, uint32_t i
   const uint64_t weights = executor->conv_weights + executor->conv_weight_offset[i];
   ember_cuda_gemm_plain request = {
       .dtype = y->dtype,
+      .d_dtype = y->dtype,
       .m = (uint64_t)positions,
       .n = (uint64_t)w->dims[0],
       .k = (uint64_t)taps,
       .lda = positions,
-      .ldb = taps,
+      .ldb = (int64_t)conv_weight_stride((uint64_t)taps),
       .ldd = positions,
       .batch = (int32_t)x->dims[0],
       .strides = {taps * positions, 0, w->dims[0] * positions},
@@ -1073,10 +1393,11 @@ static ember_status* build_conv2d_gemm(ember_cuda_executor* executor, uint32_t i
   p.pad_w = ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_PAD_W);
   p.dilation_h = ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_DILATION_H);
   p.dilation_w = ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_DILATION_W);
-  const uint64_t col_elements = (uint64_t)(p.n * taps * positions);
+  set_im2col_index32(&p);
+  const uint64_t col_bytes = (uint64_t)(p.n * taps * positions) * ember_dtype_size(y->dtype);
   ember_cuda_step* im2col = add_kernel_step(
       executor, i, EMBER_CUDA_KERNEL_IM2COL + ember_cuda_dtype_index(y->dtype),
-      grid_for_elements(executor, col_elements), &p, sizeof p);
+      grid_for_vectors(executor, col_bytes), &p, sizeof p);
   add_ref(executor, im2col, ember_plan_op_input(plan, op, 0), offsetof(ember_k_im2col_params, x));
 
   ember_cuda_step* step = add_step(executor, i);
@@ -1141,6 +1462,7 @@ static void build_pool2d(ember_cuda_executor* executor, uint32_t i) {
 
 /* Steps op i can add: a GEMM and its bias_act, or one copy per CAT input. */
 static uint64_t max_steps_of(const ember_op_desc* op) {
+  if (op->opcode == EMBER_OP_SDPA) return 3u; /* GEMM, softmax, GEMM */
   return op->opcode == EMBER_OP_CAT && op->num_inputs > 2 ? op->num_inputs : 2u;
 }
 
@@ -1205,7 +1527,8 @@ static ember_status* build_steps(ember_cuda_executor* executor, size_t* out_work
     return ember_status_make(EMBER_OUT_OF_MEMORY, "cuda executor: too many ops");
   }
   executor->steps = calloc((size_t)max_steps, sizeof(ember_cuda_step));
-  executor->gemms = calloc(plan->num_ops, sizeof(ember_cuda_gemm));
+  /* At most two GEMMs per op (SDPA's). */
+  executor->gemms = calloc(2u * (size_t)plan->num_ops + 1u, sizeof(ember_cuda_gemm));
   if (executor->steps == NULL || executor->gemms == NULL) {
     return ember_status_make(EMBER_OUT_OF_MEMORY, "cuda executor: cannot allocate the step "
                              "table (%" PRIu32 " ops)", plan->num_ops);
@@ -1250,12 +1573,12 @@ static ember_status* build_steps(ember_cuda_executor* executor, size_t* out_work
       case EMBER_OP_REDUCE_SUM:
       case EMBER_OP_REDUCE_MEAN:
       case EMBER_OP_REDUCE_MAX: build_reduce(executor, i); break;
-      case EMBER_OP_SDPA: build_sdpa(executor, i); break;
+      case EMBER_OP_SDPA: status = build_sdpa(executor, i, out_workspace); break;
       case EMBER_OP_CONV2D: status = build_conv2d(executor, i, out_workspace); break;
       case EMBER_OP_MAX_POOL2D:
       case EMBER_OP_AVG_POOL2D:
       case EMBER_OP_ADAPTIVE_AVG_POOL2D: build_pool2d(executor, i); break;
-      case EMBER_OP_RESHAPE:
+      case EMBER_OP_RESHAPE: build_reshape(executor, i); break;
       case EMBER_OP_COPY: build_copy(executor, i); break;
       case EMBER_OP_PERMUTE: build_permute(executor, i); break;
       case EMBER_OP_SOFTMAX: build_softmax(executor, i); break;
@@ -1355,6 +1678,60 @@ static ember_status* capture_gemm(ember_cuda_executor* executor, ember_cuda_step
   }
   *out_graph = graph;
   return NULL;
+}
+
+/* Times every candidate algorithm of each GEMM step on its real operands (one warm-up
+ * run, then three timed) and keeps the fastest: the heuristic's first choice is a guess,
+ * and for small or oddly shaped products often not the fastest. A candidate that fails
+ * to launch is skipped. Runs at prepare, before the warm-up run. */
+static ember_status* choose_gemm_algorithms(ember_cuda_executor* executor) {
+  const ember_cuda_driver* driver = executor->driver;
+  CUevent events[2] = {NULL, NULL};
+  ember_status* status = NULL;
+  for (int e = 0; e < 2 && status == NULL; ++e) {
+    CUresult result = driver->cuEventCreate(&events[e], CU_EVENT_DEFAULT);
+    if (result != CUDA_SUCCESS) {
+      events[e] = NULL;
+      status = ember_cuda_status(driver, result, "cuEventCreate(GEMM search)");
+    }
+  }
+  for (uint32_t s = 0; s < executor->num_steps && status == NULL; ++s) {
+    ember_cuda_step* step = &executor->steps[s];
+    if (!step->is_gemm) continue;
+    ember_cuda_gemm* gemm = &executor->gemms[step->gemm];
+    if (gemm->num_candidates < 2) continue;
+    uint32_t best = 0;
+    float best_ms = -1.0f;
+    for (uint32_t c = 0; c < gemm->num_candidates && status == NULL; ++c) {
+      ember_cuda_gemm_choose(gemm, c);
+      ember_status* failed = enqueue_gemm_step(executor, step);
+      if (failed != NULL) {
+        ember_status_free(failed);
+        continue;
+      }
+      CUresult result = driver->cuEventRecord(events[0], executor->stream);
+      for (int run = 0; run < 3 && status == NULL && result == CUDA_SUCCESS; ++run) {
+        status = enqueue_gemm_step(executor, step);
+      }
+      if (result == CUDA_SUCCESS) result = driver->cuEventRecord(events[1], executor->stream);
+      if (result == CUDA_SUCCESS) result = driver->cuEventSynchronize(events[1]);
+      float ms = 0.0f;
+      if (result == CUDA_SUCCESS) result = driver->cuEventElapsedTime(&ms, events[0], events[1]);
+      if (status == NULL && result != CUDA_SUCCESS) {
+        status = ember_cuda_status(driver, result, "timing a GEMM algorithm");
+      }
+      if (status == NULL && (best_ms < 0.0f || ms < best_ms)) {
+        best_ms = ms;
+        best = c;
+      }
+    }
+    ember_cuda_gemm_choose(gemm, best);
+    status = ember_cuda_annotate(status, "op %" PRIu32, step->op_index);
+  }
+  for (int e = 0; e < 2; ++e) {
+    if (events[e] != NULL) driver->cuEventDestroy(events[e]);
+  }
+  return status;
 }
 
 static void destroy_graph(ember_cuda_executor* executor) {
@@ -1693,6 +2070,7 @@ static void cuda_executor_destroy(ember_executor* base) {
       if (executor->embedding_error != 0) driver->cuMemFree(executor->embedding_error);
       if (executor->conv_col != 0) driver->cuMemFree(executor->conv_col);
       if (executor->conv_weights != 0) driver->cuMemFree(executor->conv_weights);
+      if (executor->sdpa_scratch != 0) driver->cuMemFree(executor->sdpa_scratch);
       if (executor->staging != 0) driver->cuMemFree(executor->staging);
       if (executor->constants != 0) driver->cuMemFree(executor->constants);
       if (executor->arena != 0) driver->cuMemFree(executor->arena);
@@ -1836,10 +2214,17 @@ static ember_status* prepare_in_context(ember_cuda_executor* executor) {
   EMBER_RETURN_IF_ERROR(allocate_memory(executor, extra_arena));
   EMBER_RETURN_IF_ERROR(allocate_embedding_error(executor));
   EMBER_RETURN_IF_ERROR(prepare_conv_gemms(executor));
+  EMBER_RETURN_IF_ERROR(prepare_sdpa_scratch(executor));
   size_t workspace_size = 0;
   EMBER_RETURN_IF_ERROR(build_steps(executor, &workspace_size));
+  /* Room for whichever candidate algorithm the search keeps. */
+  for (uint32_t g = 0; g < executor->num_gemms; ++g) {
+    const size_t most = ember_cuda_gemm_max_candidate_workspace(&executor->gemms[g]);
+    if (most > workspace_size) workspace_size = most;
+  }
   EMBER_RETURN_IF_ERROR(allocate(executor, workspace_size, "GEMM workspace", &executor->workspace));
   executor->workspace_size = workspace_size;
+  EMBER_RETURN_IF_ERROR(choose_gemm_algorithms(executor));
   /* One run now, on the staging buffers: kernels and cuBLASLt finish loading here rather
    * than inside a capture or a caller's first run, and a launch that cannot work fails
    * in create. */
@@ -1909,6 +2294,11 @@ void ember_cuda_executor_get_info(const ember_executor* base,
     const ember_cuda_step* step = &executor->steps[s];
     if (step->is_gemm && executor->plan->ops[step->op_index].opcode == EMBER_OP_CONV2D) {
       ++out_info->conv_gemms;
+    }
+    const ember_op_desc* op = &executor->plan->ops[step->op_index];
+    if (!step->is_gemm && linear_takes_gemv(executor->plan, op)) {
+      ++out_info->gemv_kernels;
+      if (executor->fuse_next[step->op_index]) ++out_info->fused_activations;
     }
   }
   out_info->graph = executor->use_graph;

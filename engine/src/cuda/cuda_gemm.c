@@ -83,13 +83,14 @@ static ember_status* find_algorithm(const ember_cublaslt_library* lt, cublasLtHa
     result = lt->cublasLtMatmulPreferenceSetAttribute(preference, alignment_attrs[i],
                                                       &alignments[i], sizeof alignments[i]);
   }
-  cublasLtMatmulHeuristicResult_t heuristic;
-  memset(&heuristic, 0, sizeof heuristic);
+  cublasLtMatmulHeuristicResult_t heuristics[EMBER_CUDA_GEMM_CANDIDATES];
+  memset(heuristics, 0, sizeof heuristics);
   int found = 0;
   if (result == CUBLAS_STATUS_SUCCESS) {
     result = lt->cublasLtMatmulAlgoGetHeuristic(handle, gemm->desc, gemm->a_layout,
                                                 gemm->b_layout, gemm->d_layout, gemm->d_layout,
-                                                preference, 1, &heuristic, &found);
+                                                preference, EMBER_CUDA_GEMM_CANDIDATES,
+                                                heuristics, &found);
   }
   lt->cublasLtMatmulPreferenceDestroy(preference);
   /* NOT_SUPPORTED is how the heuristic says "nothing for this configuration". */
@@ -97,11 +98,30 @@ static ember_status* find_algorithm(const ember_cublaslt_library* lt, cublasLtHa
   if (result != CUBLAS_STATUS_SUCCESS) {
     return ember_cublaslt_status(lt, result, "cublasLtMatmulAlgoGetHeuristic");
   }
-  if (found < 1 || heuristic.state != CUBLAS_STATUS_SUCCESS) return NULL;
-  gemm->algo = heuristic.algo;
-  gemm->workspace_size = heuristic.workspaceSize;
+  gemm->num_candidates = 0;
+  for (int i = 0; i < found && i < EMBER_CUDA_GEMM_CANDIDATES; ++i) {
+    if (heuristics[i].state != CUBLAS_STATUS_SUCCESS) continue;
+    gemm->candidates[gemm->num_candidates] = heuristics[i].algo;
+    gemm->candidate_workspace[gemm->num_candidates] = heuristics[i].workspaceSize;
+    ++gemm->num_candidates;
+  }
+  if (gemm->num_candidates == 0) return NULL;
+  ember_cuda_gemm_choose(gemm, 0);
   *out_found = true;
   return NULL;
+}
+
+void ember_cuda_gemm_choose(ember_cuda_gemm* gemm, uint32_t c) {
+  gemm->algo = gemm->candidates[c];
+  gemm->workspace_size = gemm->candidate_workspace[c];
+}
+
+size_t ember_cuda_gemm_max_candidate_workspace(const ember_cuda_gemm* gemm) {
+  size_t most = gemm->workspace_size;
+  for (uint32_t c = 0; c < gemm->num_candidates; ++c) {
+    if (gemm->candidate_workspace[c] > most) most = gemm->candidate_workspace[c];
+  }
+  return most;
 }
 
 static cublasLtEpilogue_t epilogue_for(bool bias, ember_cuda_gemm_activation activation) {
@@ -336,26 +356,29 @@ static ember_status* gemm_prepare_plain(const ember_cublaslt_library* lt,
   gemm->k = request->k;
   gemm->calls = 1;
   const cudaDataType_t type = data_type(request->dtype);
+  const cudaDataType_t d_type = data_type(request->d_dtype);
   LT_CHECK(lt, lt->cublasLtMatmulDescCreate(&gemm->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
            "cublasLtMatmulDescCreate");
-  const int32_t trans = CUBLAS_OP_N;
+  const int32_t trans_a = request->transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const int32_t trans_b = CUBLAS_OP_N;
   LT_CHECK(lt, lt->cublasLtMatmulDescSetAttribute(gemm->desc, CUBLASLT_MATMUL_DESC_TRANSA,
-                                                  &trans, sizeof trans),
+                                                  &trans_a, sizeof trans_a),
            "cublasLtMatmulDescSetAttribute(TRANSA)");
   LT_CHECK(lt, lt->cublasLtMatmulDescSetAttribute(gemm->desc, CUBLASLT_MATMUL_DESC_TRANSB,
-                                                  &trans, sizeof trans),
+                                                  &trans_b, sizeof trans_b),
            "cublasLtMatmulDescSetAttribute(TRANSB)");
-  EMBER_RETURN_IF_ERROR(make_layout(lt, type, request->m, request->k, request->lda,
+  EMBER_RETURN_IF_ERROR(make_layout(lt, type, request->transpose_a ? request->k : request->m,
+                                    request->transpose_a ? request->m : request->k, request->lda,
                                     request->batch, request->strides[0], &gemm->a_layout));
   EMBER_RETURN_IF_ERROR(make_layout(lt, type, request->k, request->n, request->ldb,
                                     request->batch, request->strides[1], &gemm->b_layout));
-  EMBER_RETURN_IF_ERROR(make_layout(lt, type, request->m, request->n, request->ldd,
+  EMBER_RETURN_IF_ERROR(make_layout(lt, d_type, request->m, request->n, request->ldd,
                                     request->batch, request->strides[2], &gemm->d_layout));
-  const size_t es = gemm->element_size;
+  const size_t es = gemm->element_size, d_es = ember_dtype_size(request->d_dtype);
   uint32_t alignments[4] = {
       min_u32(request->alignments[0], alignment_of((uint64_t)request->strides[0] * es)),
       min_u32(request->alignments[1], alignment_of((uint64_t)request->strides[1] * es)), 0,
-      min_u32(request->alignments[2], alignment_of((uint64_t)request->strides[2] * es))};
+      min_u32(request->alignments[2], alignment_of((uint64_t)request->strides[2] * d_es))};
   alignments[2] = alignments[3]; /* C is D */
   bool found = false;
   EMBER_RETURN_IF_ERROR(find_algorithm(lt, handle, gemm, CUBLASLT_EPILOGUE_DEFAULT, 0,

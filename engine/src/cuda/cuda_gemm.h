@@ -24,6 +24,9 @@
 #include "kernel_params.h"
 #include "plan.h"
 
+/* How many of the heuristic's algorithms a GEMM keeps to time at prepare. */
+#define EMBER_CUDA_GEMM_CANDIDATES 8
+
 /* What the GEMM's epilogue applies after the product (and the bias, when fused). */
 typedef enum ember_cuda_gemm_activation {
   EMBER_CUDA_GEMM_ACT_NONE = 0,
@@ -63,6 +66,11 @@ typedef struct ember_cuda_gemm {
   cublasLtMatrixLayout_t d_layout;
   cublasLtMatmulAlgo_t algo;
   size_t workspace_size;
+  /* The heuristic's best algorithms, in its order (algo is the first until the executor
+   * times them on the real operands and keeps the fastest: ember_cuda_gemm_choose). */
+  uint32_t num_candidates;
+  cublasLtMatmulAlgo_t candidates[EMBER_CUDA_GEMM_CANDIDATES];
+  size_t candidate_workspace[EMBER_CUDA_GEMM_CANDIDATES];
 } ember_cuda_gemm;
 
 /* The minimum byte alignment ember_cuda_gemm_prepare assumes of each of a GEMM's tensors.
@@ -92,13 +100,18 @@ ember_status* ember_cuda_gemm_prepare(const ember_cublaslt_library* lt, cublasLt
                                       const ember_cuda_gemm_request* request,
                                       ember_cuda_gemm* out_gemm);
 
-/* A plain strided-batched GEMM that is not a plan op (CONV2D's implicit GEMM): D = A·B,
- * column-major, no transposes, no epilogue; `batch` products with element strides
- * strides[0..3) for A, B and D (0: shared). alignments[]: of A, B, D's addresses at
- * prepare (bytes). a_tensor, b_tensor, bias_tensor and d_tensor are EMBER_PLAN_NO_INDEX;
- * the caller keeps track of its operands. No algorithm is EMBER_UNAVAILABLE. */
+/* A plain strided-batched GEMM that is not a plan op (CONV2D's implicit GEMM, SDPA's two
+ * products): D = op(A)·B, column-major, no epilogue; `batch` products with element
+ * strides strides[0..3) for A, B and D (0: shared). op(A) is A, or Aᵀ with transpose_a
+ * (then A is stored [k, m] with leading dimension lda). A and B are `dtype`; D is
+ * d_dtype: dtype, or float32 (scores kept in float32). alignments[]: of A, B, D's
+ * addresses at prepare (bytes). a_tensor, b_tensor, bias_tensor and d_tensor are
+ * EMBER_PLAN_NO_INDEX; the caller keeps track of its operands. No algorithm is
+ * EMBER_UNAVAILABLE. */
 typedef struct ember_cuda_gemm_plain {
   ember_dtype dtype;
+  ember_dtype d_dtype;
+  bool transpose_a;
   uint64_t m, n, k;
   int64_t lda, ldb, ldd;
   int32_t batch;
@@ -118,6 +131,12 @@ ember_status* ember_cuda_gemm_enqueue(const ember_cublaslt_library* lt, cublasLt
                                       const ember_cuda_gemm* gemm, uint64_t a, uint64_t b,
                                       uint64_t bias, uint64_t d, uint64_t workspace,
                                       CUstream stream);
+
+/* Makes candidate `c` the algorithm the GEMM runs (c < num_candidates). */
+void ember_cuda_gemm_choose(ember_cuda_gemm* gemm, uint32_t c);
+
+/* The most workspace any candidate needs. */
+size_t ember_cuda_gemm_max_candidate_workspace(const ember_cuda_gemm* gemm);
 
 /* Releases the descriptors. Safe on a zeroed gemm. */
 void ember_cuda_gemm_release(const ember_cublaslt_library* lt, ember_cuda_gemm* gemm);

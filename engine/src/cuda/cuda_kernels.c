@@ -15,7 +15,8 @@
   X(embedding)                \
   X(reduce)                   \
   X(attention)                \
-  X(conv_pool)
+  X(conv_pool)                \
+  X(gemv)
 
 #define EMBER_CUDA_FATBIN_DECLARE(name)                 \
   extern const unsigned char ember_fatbin_##name[];     \
@@ -75,6 +76,8 @@ static const struct {
     PER_DTYPE(EMBER_CUDA_KERNEL_CONV2D, conv_pool, "ember_conv2d"),
     PER_DTYPE(EMBER_CUDA_KERNEL_POOL2D, conv_pool, "ember_pool2d"),
     PER_DTYPE(EMBER_CUDA_KERNEL_IM2COL, conv_pool, "ember_im2col"),
+    PER_DTYPE(EMBER_CUDA_KERNEL_SDPA_SOFTMAX, attention, "ember_sdpa_softmax"),
+    PER_DTYPE(EMBER_CUDA_KERNEL_GEMV, gemv, "ember_gemv"),
 };
 #undef PER_DTYPE
 #undef PER_SIZE

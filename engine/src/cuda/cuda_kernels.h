@@ -32,10 +32,12 @@ typedef enum ember_cuda_kernel_id {
   EMBER_CUDA_KERNEL_CONV2D = 40,
   EMBER_CUDA_KERNEL_POOL2D = 43,
   EMBER_CUDA_KERNEL_IM2COL = 46,
-  EMBER_CUDA_KERNEL_COUNT = 49,
+  EMBER_CUDA_KERNEL_SDPA_SOFTMAX = 49,
+  EMBER_CUDA_KERNEL_GEMV = 52,
+  EMBER_CUDA_KERNEL_COUNT = 55,
 } ember_cuda_kernel_id;
 
-#define EMBER_CUDA_MODULE_COUNT 10
+#define EMBER_CUDA_MODULE_COUNT 11
 
 typedef struct ember_cuda_kernels {
   CUmodule modules[EMBER_CUDA_MODULE_COUNT];

@@ -203,6 +203,20 @@ typedef struct ember_k_sdpa_params {
   int64_t mask_batch_strides[EMBER_K_MAX_RANK];
 } ember_k_sdpa_params;
 
+/* ember_sdpa_softmax_<dtype>: the middle of SDPA run as two GEMMs. scores (float32,
+ * [rows, s], rows = batches · l) hold q·kᵀ; p ([rows, s], the dtype) gets
+ * softmax(scores · scale) per row over its keys (all s, or the first i + 1 of row i of
+ * each batch when is_causal), 0 past them. Special values as ember_sdpa's. */
+typedef struct ember_k_sdpa_softmax_params {
+  uint64_t scores;
+  uint64_t p;
+  int64_t rows;
+  int64_t l;
+  int64_t s;
+  float scale;
+  int32_t is_causal;
+} ember_k_sdpa_softmax_params;
+
 /* ember_conv2d_<dtype>: a direct convolution, NCHW, a thread per output position and
  * block of 4 output channels of one group (groups and depthwise included). w is
  * [O, C / groups, KH, KW]; b (O) when has_bias. */
@@ -221,11 +235,27 @@ typedef struct ember_k_conv2d_params {
  * row (c, ki, kj) of image n holds the input under that kernel tap for every output
  * position (0 in the padding), and the last row holds 1 (it meets the bias, which the
  * executor appends to each weight row). */
+typedef enum ember_k_im2col_divisor {
+  EMBER_K_IM2COL_DIV_POSITIONS = 0, /* oh * ow */
+  EMBER_K_IM2COL_DIV_ROWS = 1,      /* c * kh * kw + 1 */
+  EMBER_K_IM2COL_DIV_OW = 2,
+  EMBER_K_IM2COL_DIV_KW = 3,
+  EMBER_K_IM2COL_DIV_KH = 4,
+  EMBER_K_IM2COL_DIVISORS = 5,
+} ember_k_im2col_divisor;
+
 typedef struct ember_k_im2col_params {
   uint64_t x;
   uint64_t col;
   int64_t n, c, h, w, kh, kw, oh, ow;
   int64_t stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w;
+  /* Set by the host when every index and coordinate the kernel computes fits in int32:
+   * the kernel then uses 32-bit math and divides a numerator n < 2^31 by divisor k as
+   * (umulhi(n, div_mul[k]) + n) >> div_shift[k]. 0: int64 math throughout. */
+  int32_t index32;
+  uint32_t reserved;
+  uint32_t div_mul[EMBER_K_IM2COL_DIVISORS];
+  uint32_t div_shift[EMBER_K_IM2COL_DIVISORS];
 } ember_k_im2col_params;
 
 /* ember_pool2d_<dtype>: MAX_POOL2D, AVG_POOL2D and ADAPTIVE_AVG_POOL2D over NCHW planes,
@@ -293,6 +323,26 @@ typedef struct ember_k_bias_act_params {
   int32_t reserved;
 } ember_k_bias_act_params;
 
+/* ember_gemv_<dtype>: LINEAR with few rows and weight layout 0 (w is [cols, k]):
+ * y[r, n] = act(sum over k of x[r, k] * w[n, k] + bias[n]) for r < rows, n < cols; a warp
+ * per column, float32 accumulation. Up to 8 rows the product stays bound by reading w
+ * once (2 flops per weight element and row: at 8 rows 8 flops per byte of float16
+ * weight, under the ~14 per byte of HBM an H200's CUDA cores manage), so tiles that
+ * reuse w (cuBLASLt) gain nothing; more rows go to cuBLASLt. */
+#define EMBER_K_GEMV_MAX_ROWS 8
+
+typedef struct ember_k_gemv_params {
+  uint64_t x;
+  uint64_t w;
+  uint64_t bias;
+  uint64_t y;
+  int64_t rows; /* 1..EMBER_K_GEMV_MAX_ROWS */
+  int64_t cols;
+  int64_t k;    /* > 0 */
+  int32_t act;  /* ember_k_unary_op: IDENTITY or an activation (RELU..SILU) */
+  int32_t has_bias;
+} ember_k_gemv_params;
+
 /* The layouts above must be the same for gcc and nvcc: fixed-width fields, no padding. */
 #if defined(__cplusplus)
 #define EMBER_K_STATIC_ASSERT(cond, msg) static_assert(cond, msg)
@@ -313,12 +363,15 @@ EMBER_K_STATIC_ASSERT(sizeof(ember_k_reduce_params) == 48 + 4 * 8 * EMBER_K_MAX_
                       "reduce params layout");
 EMBER_K_STATIC_ASSERT(sizeof(ember_k_sdpa_params) == 112 + 2 * 8 * EMBER_K_MAX_RANK,
                       "sdpa params layout");
+EMBER_K_STATIC_ASSERT(sizeof(ember_k_sdpa_softmax_params) == 48, "sdpa softmax params layout");
 EMBER_K_STATIC_ASSERT(sizeof(ember_k_conv2d_params) == 32 + 16 * 8 + 8, "conv2d params layout");
-EMBER_K_STATIC_ASSERT(sizeof(ember_k_im2col_params) == 16 + 14 * 8, "im2col params layout");
+EMBER_K_STATIC_ASSERT(sizeof(ember_k_im2col_params) == 16 + 14 * 8 + 8 + 2 * 4 * 5,
+                      "im2col params layout");
 EMBER_K_STATIC_ASSERT(sizeof(ember_k_pool2d_params) == 16 + 14 * 8 + 8, "pool2d params layout");
 EMBER_K_STATIC_ASSERT(sizeof(ember_k_copy_params) == 24, "copy params layout");
 EMBER_K_STATIC_ASSERT(sizeof(ember_k_softmax_params) == 40, "softmax params layout");
 EMBER_K_STATIC_ASSERT(sizeof(ember_k_layer_norm_params) == 64, "layer norm params layout");
 EMBER_K_STATIC_ASSERT(sizeof(ember_k_bias_act_params) == 48, "bias_act params layout");
+EMBER_K_STATIC_ASSERT(sizeof(ember_k_gemv_params) == 64, "gemv params layout");
 
 #endif /* EMBER_SRC_CUDA_KERNEL_PARAMS_H_ */

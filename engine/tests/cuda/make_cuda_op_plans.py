@@ -4,7 +4,8 @@ activation pairs the CUDA executor fuses into cuBLASLt epilogues; the ops of iss
 (unary math, POW/MAXIMUM/MINIMUM, WHERE and CAST with bool and integer tensors, EXPAND,
 SLICE, CAT, EMBEDDING, reductions, SDPA causal and masked, CONV2D strided, dilated,
 grouped and depthwise, the pools), float16 overflow (inf and NaN through GELU, softmax
-and EXP), and a decoder block and a convnet block built from them.
+and EXP), and a decoder block and a convnet block built from them; LINEARs of at most 8
+rows (the gemv kernel) followed by every activation, K with and without 16-byte loads.
 
 Integer inputs are drawn as floor(uniform(low, high)), so an EMBEDDING case's range is
 its index range; bool inputs are 0 or 1 at random whatever the range.
@@ -643,6 +644,73 @@ def issue5_cases():
     yield "convnet_block", -1.0, 1.0, build_convnet
 
 
+def gemv_cases():
+    """LINEAR with at most 8 rows (weight [N, K]) runs as the gemv kernel, which takes any
+    activation after it. (After the other cases, so their seeds stay as they were.)"""
+    # M = 1..8, each with another activation, bias or not, the activation's output a plan
+    # output or read by one more op; K = 64 takes 16-byte loads.
+    acts = [("relu", pw.Op.RELU, None), ("gelu_erf", pw.Op.GELU, 0),
+            ("gelu_tanh", pw.Op.GELU, 1), ("silu", pw.Op.SILU, None),
+            ("sigmoid", pw.Op.SIGMOID, None), ("tanh", pw.Op.TANH, None)]
+
+    def gemv_case(m, k, n, act, bias, to_output, weight_scale=0.3):
+        _, opcode, approximate = act
+
+        def build(p):
+            x = p.input([m, k])
+            t = p.tmp([m, n])
+            ins = [x, p.const([n, k], weight_scale)] + ([p.const([n], 0.5)] if bias else [])
+            p.op(pw.Op.LINEAR, ins, t, [0])
+            y = p.out([m, n]) if to_output else p.tmp([m, n])
+            p.op(opcode, [t], y, [] if approximate is None else [approximate])
+            if not to_output:
+                p.op(pw.Op.ADD, [y, p.const([n])], p.out([m, n]))
+        return build
+
+    for m in range(1, 9):
+        act = acts[(m - 1) % len(acts)]
+        yield (f"gemv_m{m}_{act[0]}", -1.0, 1.0,
+               gemv_case(m, 64, 40, act, bias=m % 2 == 1, to_output=m % 3 != 0))
+    # K = 37: element loads in every dtype; K = 36: 16-byte loads in float32 only.
+    for act in acts:
+        yield f"gemv_k37_{act[0]}", -1.0, 1.0, gemv_case(3, 37, 24, act, True, True)
+    yield "gemv_k36_gelu_erf", -1.0, 1.0, gemv_case(2, 36, 24, acts[1], False, True)
+    # K = 1344: the loop of four 16-byte loads a lane, then the rest one by one.
+    yield "gemv_long_gelu_tanh", -1.0, 1.0, gemv_case(5, 1344, 48, acts[2], True, True, 0.05)
+    # N = 9000 columns: more warps than the grid has, so warps take several columns.
+    yield "gemv_wide_silu", -1.0, 1.0, gemv_case(2, 16, 9000, acts[3], True, True)
+
+    # Not an activation: EXP stays its own kernel after the gemv.
+    def build_gemv_exp(p):
+        x = p.input([2, 32])
+        t = p.tmp([2, 16])
+        p.op(pw.Op.LINEAR, [x, p.const([16, 32], 0.2), p.const([16], 0.2)], t, [0])
+        p.op(pw.Op.EXP, [t], p.out([2, 16]))
+    yield "gemv_exp", -1.0, 1.0, build_gemv_exp
+
+    # A weight that is an input, no bias, then SIGMOID.
+    def build_gemv_weight_input(p):
+        x = p.input([4, 24])
+        w = p.input([20, 24])
+        t = p.tmp([4, 20])
+        p.op(pw.Op.LINEAR, [x, w], t, [0])
+        p.op(pw.Op.SIGMOID, [t], p.out([4, 20]))
+    yield "gemv_weight_input", -1.0, 1.0, build_gemv_weight_input
+
+    # The demo's MLP at batch 1, smaller: four gemv + GELU (erf) pairs; the hidden
+    # layers' activation outputs share bytes with the gemv's input in the memory plan, so
+    # two of them are relocated.
+    def build_gemv_chain(p):
+        h = p.input([1, 256])
+        for layer in range(4):
+            t = p.tmp([1, 256])
+            p.op(pw.Op.LINEAR, [h, p.const([256, 256], 0.1), p.const([256], 0.1)], t, [0])
+            g = p.out([1, 256]) if layer == 3 else p.tmp([1, 256])
+            p.op(pw.Op.GELU, [t], g, [0])
+            h = g
+    yield "gemv_chain", -1.0, 1.0, build_gemv_chain
+
+
 def dynamic_cases():
     """Plans with a dynamic batch: (name, low, high, supported, build(p) -> None). The
     batch is dim 0 of every input (coefficient 1) and of what follows from it."""
@@ -741,7 +809,7 @@ def main():
     dtypes = (("f32", pw.Dtype.FLOAT32), ("f16", pw.Dtype.FLOAT16), ("bf16", pw.Dtype.BFLOAT16))
     lines = []
     seed = 0
-    for name, low, high, build in list(cases()) + list(issue5_cases()):
+    for name, low, high, build in list(cases()) + list(issue5_cases()) + list(gemv_cases()):
         for dtype_name, dtype in dtypes:
             seed += 1
             p = Plan(dtype, seed)

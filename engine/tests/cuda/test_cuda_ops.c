@@ -238,8 +238,8 @@ static ember_cuda_executor_info info_of(const ember_program* program) {
 }
 
 /* Cases whose GEMM + activation pairs must (or must not) be fused into the cuBLASLt
- * epilogue: the activations each must show fused, and how many of their outputs had to
- * move off bytes the memory plan shares with the GEMM's input. */
+ * epilogue or the gemv kernel: the activations each must show fused, and how many of
+ * their outputs had to move off bytes the memory plan shares with the GEMM's input. */
 static const struct {
   const char* prefix;
   uint32_t fused_activations;
@@ -250,6 +250,25 @@ static const struct {
     {"linear_gelu_erf_", 0, 0},   /* cuBLASLt's GELU is the tanh form */
     {"linear_gelu_reuse_", 1, 1}, /* the activation's output overlaps the GEMM's input */
     {"linear_two_readers_", 0, 0},
+    /* gemv (LINEAR of at most 8 rows) fuses every activation, GELU's erf form too. */
+    {"gemv_m", 1, 0},             {"gemv_k3", 1, 0},           {"gemv_long_", 1, 0},
+    {"gemv_wide_", 1, 0},         {"gemv_weight_input_", 1, 0},
+    {"gemv_exp_", 0, 0},          /* EXP is not an activation */
+    {"gemv_chain_", 4, 2},        /* two hidden activations share bytes with their input */
+};
+
+/* LINEAR cases and how many of their LINEARs run as the gemv kernel (at most 8 rows of
+ * x, weight [N, K]) rather than cuBLASLt; the first matching prefix counts. */
+static const struct {
+  const char* prefix;
+  uint32_t gemv_kernels;
+} kGemv[] = {
+    {"gemv_chain_", 4},        {"gemv_", 1},          {"linear_l0_", 1},
+    {"linear_l1_", 0},         /* weight [K, N] */    {"linear_rank3_", 1},
+    {"linear_m1_", 1},         {"linear_bias_input_", 1}, {"linear_two_readers_", 1},
+    {"linear_big_", 0},        {"linear_k0_", 0},     {"linear_relu_", 0},
+    {"linear_gelu_", 0},       {"mlp_", 0},           {"convnet_block_", 1},
+    {"decoder_block_", 0},
 };
 
 /* CONV2D cases and how many of their convs run as im2col + cuBLASLt GEMM (groups 1 with
@@ -291,6 +310,7 @@ static void run_op_case(const char* dir, const char* name, double low, double hi
   g_totals.fused_activations += info.fused_activations;
   g_totals.bias_act_kernels += info.bias_act_kernels;
   g_totals.conv_gemms += info.conv_gemms;
+  g_totals.gemv_kernels += info.gemv_kernels;
   for (size_t f = 0; f < sizeof kFusion / sizeof kFusion[0]; ++f) {
     if (strncmp(name, kFusion[f].prefix, strlen(kFusion[f].prefix)) == 0) {
       EXPECT(info.fused_activations == kFusion[f].fused_activations &&
@@ -298,6 +318,13 @@ static void run_op_case(const char* dir, const char* name, double low, double hi
              "%s: %u activations fused into GEMM epilogues (%u relocated), expected %u (%u)",
              name, info.fused_activations, info.relocated_tensors,
              kFusion[f].fused_activations, kFusion[f].relocated);
+    }
+  }
+  for (size_t g = 0; g < sizeof kGemv / sizeof kGemv[0]; ++g) {
+    if (strncmp(name, kGemv[g].prefix, strlen(kGemv[g].prefix)) == 0) {
+      EXPECT(info.gemv_kernels == kGemv[g].gemv_kernels, "%s: %u LINEAR ran as gemv, "
+             "expected %u", name, info.gemv_kernels, kGemv[g].gemv_kernels);
+      break;
     }
   }
   for (size_t c = 0; c < sizeof kConv / sizeof kConv[0]; ++c) {
@@ -873,16 +900,17 @@ int main(int argc, char** argv) {
   printf("op cases: %zu of %zu agree with the CPU; worst nmse f32 %.2e f16 %.2e bf16 %.2e\n",
          g_cases_passed, g_cases_run, g_worst_nmse[EMBER_DTYPE_FLOAT32],
          g_worst_nmse[EMBER_DTYPE_FLOAT16], g_worst_nmse[EMBER_DTYPE_BFLOAT16]);
-  printf("op cases: %u steps, %u GEMMs, %u biases and %u activations fused into cuBLASLt "
-         "epilogues, %u bias_act kernels, %u CONV2D as im2col + GEMM\n",
+  printf("op cases: %u steps, %u GEMMs, %u biases fused into cuBLASLt epilogues, %u "
+         "activations fused (cuBLASLt or gemv), %u bias_act kernels, %u CONV2D as im2col + "
+         "GEMM, %u LINEAR as gemv\n",
          g_totals.steps, g_totals.gemms, g_totals.fused_biases, g_totals.fused_activations,
-         g_totals.bias_act_kernels, g_totals.conv_gemms);
+         g_totals.bias_act_kernels, g_totals.conv_gemms, g_totals.gemv_kernels);
 
   static const char* binding_cases[] = {"mlp_f32", "outputs_f32", "linear_bias_input_f16",
                                         "attention_bf16", "linear_gelu_tanh_out_f32",
                                         "where_bcast_f16", "cast_to_i64_bf16",
                                         "sdpa_mask_bool_f32", "cat_mid_f16",
-                                        "convnet_block_f32"};
+                                        "convnet_block_f32", "gemv_chain_f16"};
   for (size_t i = 0; i < sizeof binding_cases / sizeof binding_cases[0]; ++i) {
     if (strstr(binding_cases[i], filter) != NULL) run_binding_case(dir, binding_cases[i]);
   }

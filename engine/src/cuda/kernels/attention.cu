@@ -88,6 +88,52 @@ __device__ void sdpa(const ember_k_sdpa_params& p) {
   }
 }
 
+/* The softmax of SDPA as two GEMMs (cuda_executor.c build_sdpa_gemm): one warp per
+ * score row, three passes over it (maximum, sum, write), the same special values as the
+ * fused kernel: a NaN or +inf score makes the row NaN, a row with no key past the masks
+ * (or S = 0) is zeros. */
+template <typename T>
+__device__ void sdpa_softmax(const ember_k_sdpa_softmax_params& p) {
+  const unsigned full = 0xffffffffu;
+  const float neg_inf = __int_as_float(0xff800000u), pos_inf = __int_as_float(0x7f800000u);
+  const int lane = threadIdx.x & 31;
+  const int64_t warps = blockDim.x >> 5;
+  for (int64_t row = (int64_t)blockIdx.x * warps + (threadIdx.x >> 5); row < p.rows;
+       row += (int64_t)gridDim.x * warps) {
+    const int64_t i = row % p.l;
+    const int64_t keys = p.is_causal ? (i + 1 < p.s ? i + 1 : p.s) : p.s;
+    const float* scores = reinterpret_cast<const float*>(p.scores) + row * p.s;
+    float m = neg_inf;
+    bool bad = false;
+    for (int64_t j = lane; j < keys; j += 32) {
+      const float score = scores[j] * p.scale;
+      bad = bad || isnan(score) || score == pos_inf;
+      m = fmaxf(m, score);
+    }
+    m = warp_max(m);
+    bad = __any_sync(full, bad);
+    float sum = 0.0f;
+    if (m != neg_inf) {
+      for (int64_t j = lane; j < keys; j += 32) {
+        const float score = scores[j] * p.scale;
+        sum += score == neg_inf ? 0.0f : expf(score - m);
+      }
+    }
+    sum = warp_sum(sum);
+    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+    const float nan = __int_as_float(0x7fc00000);
+    for (int64_t j = lane; j < p.s; j += 32) {
+      float out = 0.0f;
+      if (j < keys) {
+        const float score = scores[j] * p.scale;
+        out = bad ? nan : (m == neg_inf || score == neg_inf) ? 0.0f : expf(score - m) * inv;
+      }
+      store<T>(p.p, row * p.s + j, out);
+    }
+  }
+}
+
 }  // namespace ember
 
 EMBER_K_FOR_EACH_DTYPE(ember_sdpa, ember::sdpa, ember_k_sdpa_params)
+EMBER_K_FOR_EACH_DTYPE(ember_sdpa_softmax, ember::sdpa_softmax, ember_k_sdpa_softmax_params)

@@ -54,8 +54,11 @@ __device__ void conv2d(const ember_k_conv2d_params& p) {
   }
 }
 
+/* One element at a time with int64 index math: the fallback for sizes past int32 (and a
+ * col buffer that is not 16-byte aligned, which cuMemAlloc never gives). Kept apart from
+ * the 32-bit path, whose registers (and so occupancy) 64-bit math would cost. */
 template <typename T>
-__device__ void im2col(const ember_k_im2col_params& p) {
+__device__ void im2col_elements(const ember_k_im2col_params& p) {
   const int64_t positions = p.oh * p.ow, taps = p.c * p.kh * p.kw;
   const int64_t total = p.n * (taps + 1) * positions;
   for (int64_t i = global_thread(); i < total; i += global_stride()) {
@@ -71,6 +74,119 @@ __device__ void im2col(const ember_k_im2col_params& p) {
                   : 0.0f;
     }
     store<T>(p.col, i, value);
+  }
+}
+
+/* Division of n < 2^31 by a constant the host prepared (kernel_params.h): a multiply and
+ * a shift instead of a division sequence (umulhi(n, mul) + n cannot wrap for such n). */
+struct FastDivider {
+  uint32_t mul, shift;
+  __device__ __forceinline__ FastDivider(const ember_k_im2col_params& p, int k)
+      : mul(p.div_mul[k]), shift(p.div_shift[k]) {}
+  __device__ __forceinline__ int32_t operator()(int32_t n) const {
+    return (int32_t)((__umulhi((uint32_t)n, mul) + (uint32_t)n) >> shift);
+  }
+};
+
+/* col as a flat array of 16-byte vectors, one a thread: the divisions that place a vector
+ * (image, tap, output row and column) happen once per vector, then its 8 (or 4)
+ * consecutive positions step through the output columns, carrying into the next output
+ * row, tap and image as they wrap. Neighbouring threads take neighbouring positions, so
+ * their reads of x run along w and their stores are one contiguous run. Elements are
+ * moved as bits (x's value, 0 in the padding, 1 in the bias row), as the scalar path's
+ * widen-and-round does. 32-bit math throughout: the host set index32. */
+template <typename T>
+__device__ void im2col_vectors(const ember_k_im2col_params& p) {
+  typedef int32_t I;
+  typedef typename Bits<T>::type B;
+  constexpr int kCount = Vec16<T>::kCount;
+  const B* x = reinterpret_cast<const B*>(p.x);
+  const B one = Bits<T>::from_float(1.0f);
+  const I channels = (I)p.c, in_h = (I)p.h, in_w = (I)p.w, kh = (I)p.kh, kw = (I)p.kw;
+  const I oh = (I)p.oh, ow = (I)p.ow, stride_h = (I)p.stride_h, stride_w = (I)p.stride_w;
+  const I pad_h = (I)p.pad_h, pad_w = (I)p.pad_w;
+  const I dilation_h = (I)p.dilation_h, dilation_w = (I)p.dilation_w;
+  const I positions = oh * ow, rows = channels * kh * kw + 1, plane_size = in_h * in_w;
+  const I total = (I)p.n * rows * positions;
+  const I vectors = (total + (kCount - 1)) / kCount;
+  const FastDivider by_positions(p, EMBER_K_IM2COL_DIV_POSITIONS);
+  const FastDivider by_rows(p, EMBER_K_IM2COL_DIV_ROWS);
+  const FastDivider by_ow(p, EMBER_K_IM2COL_DIV_OW);
+  const FastDivider by_kw(p, EMBER_K_IM2COL_DIV_KW);
+  const FastDivider by_kh(p, EMBER_K_IM2COL_DIV_KH);
+  for (I v = (I)global_thread32(); v < vectors; v += (I)global_stride32()) {
+    const I first = v * kCount;
+    const I valid = total - first < kCount ? total - first : kCount;
+    const I row = by_positions(first), position = first - row * positions;
+    const I image = by_rows(row), tap = row - image * rows;
+    I r = by_ow(position), c = position - r * ow;
+    I channel = channels, ki = 0, kj = 0; /* channel == channels: the bias row */
+    if (tap < rows - 1) {
+      const I q = by_kw(tap);
+      kj = tap - q * kw;
+      channel = by_kh(q);
+      ki = q - channel * kh;
+    }
+    /* x's plane for (image, channel); for the bias row, the next image's first plane. */
+    I plane = (image * channels + channel) * plane_size;
+    /* What depends on the output row: whether the input row is inside, and the value
+     * outside (0 padding, 1 for the bias row). */
+    I h = r * stride_h - pad_h + ki * dilation_h;
+    bool h_inside = channel < channels && h >= 0 && h < in_h;
+    I x_row = h_inside ? plane + h * in_w : 0;
+    B outside = channel < channels ? (B)0 : one;
+    I w = c * stride_w - pad_w + kj * dilation_w;
+    Vec16<T> out;
+#pragma unroll
+    for (int k = 0; k < kCount; ++k) {
+      B value = outside;
+      if (k < valid) {
+        if (h_inside && w >= 0 && w < in_w) value = x[x_row + w];
+        /* Step to the next position: next column, wrapping to the next output row, tap
+         * (kj, ki, channel, then the bias row) and image. */
+        w += stride_w;
+        if (++c == ow) {
+          c = 0;
+          if (++r == oh) {
+            r = 0;
+            if (channel == channels) {
+              channel = 0; /* past the bias row: the next image, whose plane is `plane` */
+            } else if (++kj == kw) {
+              kj = 0;
+              if (++ki == kh) {
+                ki = 0;
+                ++channel;
+                plane += plane_size;
+              }
+            }
+          }
+          h = r * stride_h - pad_h + ki * dilation_h;
+          h_inside = channel < channels && h >= 0 && h < in_h;
+          x_row = h_inside ? plane + h * in_w : 0;
+          outside = channel < channels ? (B)0 : one;
+          w = kj * dilation_w - pad_w;
+        }
+      }
+      out.bits[k] = value;
+    }
+    if (valid == kCount) {
+      out.store(p.col, (uint32_t)v);
+    } else {
+      B* col = reinterpret_cast<B*>(p.col) + first;
+#pragma unroll
+      for (int k = 0; k < kCount; ++k) {
+        if (k < valid) col[k] = out.bits[k];
+      }
+    }
+  }
+}
+
+template <typename T>
+__device__ void im2col(const ember_k_im2col_params& p) {
+  if (p.index32 && aligned16(p.col)) {
+    im2col_vectors<T>(p);
+  } else {
+    im2col_elements<T>(p);
   }
 }
 

@@ -41,6 +41,63 @@ struct Element<__nv_bfloat16> {
   }
 };
 
+/* An element's bits as an unsigned integer, converted the same way as Element<T>: the
+ * vectorized paths move 16 bytes at a time and widen/round each element like the scalar
+ * ones. */
+template <typename T>
+struct Bits;
+
+template <>
+struct Bits<float> {
+  typedef uint32_t type;
+  static __device__ __forceinline__ float to_float(uint32_t b) { return __uint_as_float(b); }
+  static __device__ __forceinline__ uint32_t from_float(float v) { return __float_as_uint(v); }
+};
+
+template <>
+struct Bits<__half> {
+  typedef uint16_t type;
+  static __device__ __forceinline__ float to_float(uint16_t b) {
+    return __half2float(__ushort_as_half(b));
+  }
+  static __device__ __forceinline__ uint16_t from_float(float v) {
+    return __half_as_ushort(__float2half_rn(v));
+  }
+};
+
+template <>
+struct Bits<__nv_bfloat16> {
+  typedef uint16_t type;
+  static __device__ __forceinline__ float to_float(uint16_t b) {
+    return __bfloat162float(__ushort_as_bfloat16(b));
+  }
+  static __device__ __forceinline__ uint16_t from_float(float v) {
+    return __bfloat16_as_ushort(__float2bfloat16_rn(v));
+  }
+};
+
+/* 16 bytes of elements (8 float16/bfloat16 or 4 float32): one 128-bit load or store.
+ * Index with compile-time k (unrolled loops) so it stays in registers. */
+template <typename T>
+struct Vec16 {
+  static constexpr int kCount = 16 / (int)sizeof(T);
+  union {
+    uint4 raw;
+    typename Bits<T>::type bits[16 / sizeof(T)];
+  };
+  __device__ __forceinline__ float get(int k) const { return Bits<T>::to_float(bits[k]); }
+  __device__ __forceinline__ void set(int k, float v) { bits[k] = Bits<T>::from_float(v); }
+  /* Vector `index` of base (16-byte aligned). */
+  __device__ __forceinline__ void load(uint64_t base, uint32_t index) {
+    raw = reinterpret_cast<const uint4*>(base)[index];
+  }
+  __device__ __forceinline__ void store(uint64_t base, uint32_t index) const {
+    reinterpret_cast<uint4*>(base)[index] = raw;
+  }
+};
+
+__device__ __forceinline__ bool aligned16(uint64_t address) { return (address & 15u) == 0; }
+
 template <typename T>
 __device__ __forceinline__ float load(uint64_t base, int64_t index) {
   return Element<T>::load(reinterpret_cast<const T*>(base) + index);
@@ -78,6 +135,10 @@ __device__ __forceinline__ int64_t global_thread() {
   return (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
 }
 __device__ __forceinline__ int64_t global_stride() { return (int64_t)gridDim.x * blockDim.x; }
+/* The same in 32 bits, for paths that checked their counts fit (grids are bounded by the
+ * SM count, so index + stride cannot wrap). */
+__device__ __forceinline__ uint32_t global_thread32() { return blockIdx.x * blockDim.x + threadIdx.x; }
+__device__ __forceinline__ uint32_t global_stride32() { return gridDim.x * blockDim.x; }
 
 __device__ __forceinline__ float warp_sum(float v) {
   for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);

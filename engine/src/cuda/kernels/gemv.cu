@@ -1,0 +1,136 @@
+/* LINEAR with few rows (at most EMBER_K_GEMV_MAX_ROWS, weight [N, K]): bound by reading
+ * the weight once, which cuBLASLt's tiles for M = 1 do not get near (15-23 us on an H200
+ * for a 1024x1024 float16 weight that HBM delivers in about 1 us).
+ *
+ * A warp computes one output column for all rows: its lanes stream the weight row with
+ * 16-byte loads (four in flight per lane), multiply them by the same slices of the x rows
+ * (read through L1, where the block's warps share them), accumulate in float32, sum
+ * across the warp, then add the bias and apply the activation the executor fused (any
+ * that activate() knows, so GELU's erf form too, which cuBLASLt's epilogue lacks). */
+#include "kernel_common.cuh"
+
+namespace ember {
+
+/* 16 bytes of T, widened to float32 (exactly, as Element<T>::load). */
+template <typename T>
+struct Pack16;
+
+template <>
+struct Pack16<float> {
+  static constexpr int kCount = 4;
+  static __device__ __forceinline__ void widen(const uint4& v, float* out) {
+    out[0] = __uint_as_float(v.x);
+    out[1] = __uint_as_float(v.y);
+    out[2] = __uint_as_float(v.z);
+    out[3] = __uint_as_float(v.w);
+  }
+};
+
+template <>
+struct Pack16<__half> {
+  static constexpr int kCount = 8;
+  static __device__ __forceinline__ void widen(const uint4& v, float* out) {
+    const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) { /* little-endian: the lower half is the lower address */
+      out[2 * i] = __half2float(__ushort_as_half((unsigned short)(words[i] & 0xffffu)));
+      out[2 * i + 1] = __half2float(__ushort_as_half((unsigned short)(words[i] >> 16)));
+    }
+  }
+};
+
+template <>
+struct Pack16<__nv_bfloat16> {
+  static constexpr int kCount = 8;
+  static __device__ __forceinline__ void widen(const uint4& v, float* out) {
+    const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) { /* bfloat16 is the top half of a float32 */
+      out[2 * i] = __uint_as_float(words[i] << 16);
+      out[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
+    }
+  }
+};
+
+/* acc[r] += the dot product of one 16-byte slice of the weight row with the same slice
+ * (`chunk`, in 16-byte units) of x row r. */
+template <typename T, int ROWS>
+__device__ __forceinline__ void dot_pack(const uint4& w_pack, const uint4* x, int64_t chunk,
+                                         int64_t chunks_per_row, float (&acc)[ROWS]) {
+  constexpr int kCount = Pack16<T>::kCount;
+  float wf[kCount];
+  Pack16<T>::widen(w_pack, wf);
+#pragma unroll
+  for (int r = 0; r < ROWS; ++r) {
+    float xf[kCount];
+    Pack16<T>::widen(__ldg(x + r * chunks_per_row + chunk), xf);
+#pragma unroll
+    for (int j = 0; j < kCount; ++j) acc[r] = fmaf(xf[j], wf[j], acc[r]);
+  }
+}
+
+template <typename T, int ROWS>
+__device__ __forceinline__ void gemv_rows(const ember_k_gemv_params& p) {
+  constexpr int kCount = Pack16<T>::kCount;
+  const int lane = threadIdx.x & 31;
+  /* Blocks are whole warps, so a warp's lanes share `col` and shuffle together. */
+  const int64_t first_warp = global_thread() >> 5;
+  const int64_t warps = global_stride() >> 5;
+  const T* x = reinterpret_cast<const T*>(p.x);
+  const T* w = reinterpret_cast<const T*>(p.w);
+  /* 16-byte loads need every row 16-byte aligned: aligned bases and K a whole number of
+   * 16-byte slices. Otherwise (a misaligned bound pointer, an odd K) element loads. */
+  const bool vectors = ((p.x | p.w) & 15u) == 0 && p.k % kCount == 0;
+  for (int64_t col = first_warp; col < p.cols; col += warps) {
+    float acc[ROWS];
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r) acc[r] = 0.0f;
+    if (vectors) {
+      const int64_t chunks = p.k / kCount;
+      const uint4* w_row = reinterpret_cast<const uint4*>(w + col * p.k);
+      const uint4* x_rows = reinterpret_cast<const uint4*>(x);
+      int64_t c = lane;
+      /* Four weight loads issued before their arithmetic keep HBM busy. */
+      for (; c + 96 < chunks; c += 128) {
+        uint4 w_packs[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) w_packs[u] = __ldg(w_row + c + 32 * u);
+#pragma unroll
+        for (int u = 0; u < 4; ++u) dot_pack<T, ROWS>(w_packs[u], x_rows, c + 32 * u, chunks, acc);
+      }
+      for (; c < chunks; c += 32) dot_pack<T, ROWS>(__ldg(w_row + c), x_rows, c, chunks, acc);
+    } else {
+      for (int64_t k = lane; k < p.k; k += 32) {
+        const float wk = Element<T>::load(w + col * p.k + k);
+#pragma unroll
+        for (int r = 0; r < ROWS; ++r) acc[r] = fmaf(Element<T>::load(x + r * p.k + k), wk, acc[r]);
+      }
+    }
+    const float bias = p.has_bias ? load<T>(p.bias, col) : 0.0f;
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r) {
+      const float sum = warp_sum(acc[r]);
+      if (lane == r) store<T>(p.y, r * p.cols + col, activate(p.act, sum + bias));
+    }
+  }
+}
+
+/* Rows as a template argument keep the accumulators in registers. */
+template <typename T>
+__device__ void gemv(const ember_k_gemv_params& p) {
+  static_assert(EMBER_K_GEMV_MAX_ROWS == 8, "one case per row count");
+  switch (p.rows) {
+    case 1: gemv_rows<T, 1>(p); break;
+    case 2: gemv_rows<T, 2>(p); break;
+    case 3: gemv_rows<T, 3>(p); break;
+    case 4: gemv_rows<T, 4>(p); break;
+    case 5: gemv_rows<T, 5>(p); break;
+    case 6: gemv_rows<T, 6>(p); break;
+    case 7: gemv_rows<T, 7>(p); break;
+    default: gemv_rows<T, 8>(p); break;
+  }
+}
+
+}  // namespace ember
+
+EMBER_K_FOR_EACH_DTYPE(ember_gemv, ember::gemv, ember_k_gemv_params)
