@@ -16,6 +16,8 @@ Rows (the models of issue 6; the encoder and resnet18 are tests/models/models.py
   resnet18   resnet18 at 224 x 224, batch 1, 64
   encoder    nn.TransformerEncoder, 4 layers, d_model 768, 12 heads, ff 3072, seq 128,
              batch 1, 32
+  decoder    the GPT-style decoder block of issue 5 at d_model 1024 (accuracy on the GPU;
+             no target)
 Columns, each the median of --iterations calls after a warm-up, every call timed on the
 host clock around the call and a wait for the GPU (what a caller waits for):
   eager      PyTorch eager in float16, torch.no_grad, then torch.cuda.synchronize()
@@ -66,6 +68,7 @@ ROWS = {
     "mlp_tanh": ((1, 4096), {}, "4 x (Linear(1024, 1024) + GELU tanh)"),
     "resnet18": ((1, 64), {1: 200, 64: 700}, "resnet18, 224 x 224"),
     "encoder": ((1, 32), {1: 180, 32: 600}, "TransformerEncoder 4 x d768, 12 heads, seq 128"),
+    "decoder": ((1,), {}, "GPT-style decoder block, d1024, 16 heads, vocab 8192, seq 128"),
 }
 
 
@@ -92,14 +95,23 @@ def build(model_name: str) -> torch.nn.Module:
         return models.resnet("full")
     if model_name == "encoder":
         return models.encoder("full")
+    if model_name == "decoder":
+        return models.decoder("full")
     raise ValueError(model_name)
 
 
 def example_input(model_name: str, batch: int) -> torch.Tensor:
     generator = torch.Generator().manual_seed(1)
+    if model_name == "decoder":
+        return torch.randint(0, 8192, (batch, 128), generator=generator)
     shape = {"mlp": (batch, 1024), "mlp_tanh": (batch, 1024),
              "resnet18": (batch, 3, 224, 224), "encoder": (batch, 128, 768)}[model_name]
     return torch.randn(*shape, generator=generator)
+
+
+def cast_input(x: torch.Tensor, dtype) -> torch.Tensor:
+    """Float inputs take the model's dtype; token ids stay integers."""
+    return x.to(dtype) if x.is_floating_point() else x
 
 
 class Relu(torch.nn.Module):
@@ -118,7 +130,7 @@ def export_one(model_name: str, batch: int, dtype_name: str, path: str) -> None:
         model, x = Relu(), torch.zeros(1, dtype=dtype)
     else:
         model = build(model_name).to(dtype)
-        x = example_input(model_name, batch).to(dtype)
+        x = cast_input(example_input(model_name, batch), dtype)
     ember.save(model, path, (x,), compile_specs=[target_device_spec()],
                executorch_backend_config=device_resident_config())
 
@@ -326,13 +338,15 @@ def main(argv=None) -> int:
     parser.add_argument("--runner", required=True)
     parser.add_argument("--work", default=None, help="where the programs go (default: a temp dir)")
     parser.add_argument("--out", default=None)
-    parser.add_argument("--models", default="mlp,mlp_tanh,resnet18,encoder")
+    parser.add_argument("--models", default="mlp,mlp_tanh,resnet18,encoder,decoder")
     parser.add_argument("--dtypes", default="float16,bfloat16")
     parser.add_argument("--iterations", type=int, default=200)
     parser.add_argument("--no-compile", action="store_true", help="skip torch.compile")
     parser.add_argument("--aoti", action="store_true", help="try AOTInductor on the MLP")
     parser.add_argument("--profile", action="store_true", help="Ember's per-step GPU time")
     parser.add_argument("--export-workers", type=int, default=max(1, (os.cpu_count() or 2) // 2))
+    parser.add_argument("--reuse-programs", action="store_true",
+                        help="keep programs already in --work (from an earlier run of this tree)")
     args = parser.parse_args(argv)
     runner = Path(args.runner)
     work = Path(args.work or tempfile.mkdtemp(prefix="ember-bench-"))
@@ -346,6 +360,8 @@ def main(argv=None) -> int:
     jobs = [(m, b, d, work / f"{m}_b{b}_{SHORT[d]}.pte")
             for m in model_names for b in ROWS[m][0] for d in dtype_names]
     jobs.append(("trivial", 1, "float32", work / "trivial_f32.pte"))
+    if args.reuse_programs:
+        jobs = [job for job in jobs if not job[3].exists()]
     started = time.perf_counter()
     export_errors = export_all(jobs, args.export_workers)
     export_s = time.perf_counter() - started
@@ -364,8 +380,8 @@ def main(argv=None) -> int:
                     dtype = DTYPES[dtype_name]
                     short = SHORT[dtype_name]
                     pte = work / f"{model_name}_b{batch}_{short}.pte"
-                    x = x32.to(dtype)
-                    reference = model32(x.float().cuda())
+                    x = cast_input(x32, dtype)
+                    reference = model32(x.float().cuda() if x.is_floating_point() else x.cuda())
                     if str(pte) in export_errors:
                         row[f"ember_{short}_error"] = "export: " + " | ".join(export_errors[str(pte)])
                         continue
@@ -387,18 +403,6 @@ def main(argv=None) -> int:
                     xd = x.cuda()
                     row[f"eager_{short}"] = time_calls(lambda: model(xd), n)
                     row[f"eager_{short}_rel_error"] = relative_error(model(xd), reference)
-                    if dtype_name == "float16" and not args.no_compile:
-                        compiled = torch.compile(model, mode="reduce-overhead", dynamic=False)
-                        t0 = time.perf_counter()
-                        for _ in range(3):
-                            compiled(xd)
-                        torch.cuda.synchronize()
-                        row["compile_s"] = time.perf_counter() - t0
-                        row["compiled_f16"] = time_calls(lambda: compiled(xd), n)
-                        del compiled
-                        torch._dynamo.reset()
-                    if dtype_name == "float16" and args.aoti and model_name == "mlp" and batch == 1:
-                        row["aoti_f16"] = aoti_anchor(model, xd, n)
                     del model
             rows.append(row)
             print(json.dumps({k: v for k, v in row.items() if k != "profile"}), flush=True)
@@ -423,11 +427,44 @@ def main(argv=None) -> int:
     overhead["graph_empty"] = graph_replay(max(n, 1000), empty=True)
     extra["python_runtime"] = python_runtime_probe(trivial, torch.zeros(1))
 
-    report = render(rows, overhead, extra, machine(), n, dtype_names)
-    print(report)
+    info = machine()
+
+    def write_report() -> str:
+        report = render(rows, overhead, extra, info, n, dtype_names)
+        if args.out:
+            Path(args.out).write_text(report)
+        return report
+
+    # The slow anchors last, the report rewritten after each: a run cut short by its time
+    # limit keeps everything measured before.
+    write_report()
+    with torch.no_grad():
+        for row in rows:
+            wants_compile = not args.no_compile and row["target"]
+            wants_aoti = args.aoti and row["model"] == "mlp" and row["batch"] == 1
+            if "float16" not in dtype_names or not (wants_compile or wants_aoti):
+                continue
+            model = build(row["model"]).to(device="cuda", dtype=torch.float16)
+            xd = cast_input(example_input(row["model"], row["batch"]), torch.float16).cuda()
+            if wants_compile:
+                compiled = torch.compile(model, mode="reduce-overhead", dynamic=False)
+                t0 = time.perf_counter()
+                for _ in range(3):
+                    compiled(xd)
+                torch.cuda.synchronize()
+                row["compile_s"] = time.perf_counter() - t0
+                row["compiled_f16"] = time_calls(lambda: compiled(xd), n)
+                del compiled
+                torch._dynamo.reset()
+            if wants_aoti:
+                row["aoti_f16"] = aoti_anchor(model, xd, n)
+            del model
+            torch.cuda.empty_cache()
+            print(json.dumps({k: v for k, v in row.items() if k != "profile"}), flush=True)
+            write_report()
+
+    print(write_report())
     print("RAW " + json.dumps({"rows": rows, "overhead": overhead, "extra": extra}))
-    if args.out:
-        Path(args.out).write_text(report)
     ok = all(f"ember_{SHORT[d]}" in r for r in rows for d in dtype_names)
     return 0 if ok and "ember_trivial" in overhead else 1
 
@@ -480,8 +517,9 @@ def render(rows, overhead, extra, info, n, dtype_names) -> str:
         "Machine: " + "; ".join(f"{k} {v}" for k, v in info.items()) + ".",
         "",
         "| model | batch | eager f16 (us) | compiled f16 (us) | Ember f16 (us) | target (us) | "
-        "eager / Ember | compiled / Ember | Ember bf16 (us) | error f16 | error bf16 |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "eager / Ember | compiled / Ember | Ember bf16 (us) | error f16 | error bf16 | "
+        "error f32 |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:
         f16, bf16 = r.get("ember_f16"), r.get("ember_bf16")
@@ -494,10 +532,12 @@ def render(rows, overhead, extra, info, n, dtype_names) -> str:
                  ratio(r.get("eager_f16"), f16), ratio(r.get("compiled_f16"), f16),
                  us(bf16) if bf16 else ("error" if "bfloat16" in dtype_names else "-"),
                  f"{f16['rel_error']:.2e}" if f16 else "-",
-                 f"{bf16['rel_error']:.2e}" if bf16 else "-"]
+                 f"{bf16['rel_error']:.2e}" if bf16 else "-",
+                 f"{r['ember_f32']['rel_error']:.2e}" if r.get("ember_f32") else "-"]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     lines += ["", "Ratios above 1: Ember is faster. Error: max |Ember - eager float32| / max "
-              "|eager float32| (issue 5's bound: 1e-2).", ""]
+              "|eager float32| (issue 5's bounds: 1e-2 for float16 and bfloat16, 1e-5 for "
+              "float32, where --dtypes has it).", ""]
     # The GEMM rate of the MLP at batch 4096.
     rate = extra.get("gemm_tflops_4096x1024x1024_f16")
     for r in rows:
@@ -514,7 +554,7 @@ def render(rows, overhead, extra, info, n, dtype_names) -> str:
               f"Pageable host-to-device bandwidth measured here: {bandwidth:.1f} GB/s.", "",
               "| program | weights (MB) | load_method (ms) | bound (ms) |", "| --- | --- | --- | --- |"]
     for r in rows:
-        for short in ("f16", "bf16"):
+        for short in ("f16", "bf16", "f32"):
             cell = r.get(f"ember_{short}")
             if cell and "load_ms" in cell:
                 bound = cell["weight_bytes"] / (bandwidth * 1e9) * 1e3 + 50
