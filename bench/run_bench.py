@@ -345,6 +345,8 @@ def main(argv=None) -> int:
     parser.add_argument("--aoti", action="store_true", help="try AOTInductor on the MLP")
     parser.add_argument("--profile", action="store_true", help="Ember's per-step GPU time")
     parser.add_argument("--export-workers", type=int, default=max(1, (os.cpu_count() or 2) // 2))
+    parser.add_argument("--accuracy-f32", action="store_true",
+                        help="also float32 at batch 1 for the models of issue 5 (accuracy)")
     parser.add_argument("--reuse-programs", action="store_true",
                         help="keep programs already in --work (from an earlier run of this tree)")
     args = parser.parse_args(argv)
@@ -357,8 +359,13 @@ def main(argv=None) -> int:
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
 
+    def dtypes_of(model_name: str, batch: int) -> list[str]:
+        extra_f32 = (args.accuracy_f32 and batch == 1 and "float32" not in dtype_names
+                     and model_name in ("resnet18", "encoder", "decoder"))
+        return dtype_names + (["float32"] if extra_f32 else [])
+
     jobs = [(m, b, d, work / f"{m}_b{b}_{SHORT[d]}.pte")
-            for m in model_names for b in ROWS[m][0] for d in dtype_names]
+            for m in model_names for b in ROWS[m][0] for d in dtypes_of(m, b)]
     jobs.append(("trivial", 1, "float32", work / "trivial_f32.pte"))
     if args.reuse_programs:
         jobs = [job for job in jobs if not job[3].exists()]
@@ -371,12 +378,12 @@ def main(argv=None) -> int:
         batches, targets, _ = ROWS[model_name]
         model32 = build(model_name).cuda()
         weight_bytes = {d: sum(p.numel() for p in model32.parameters()) * DTYPES[d].itemsize
-                        for d in dtype_names}
+                        for d in DTYPES}
         for batch in batches:
             row = {"model": model_name, "batch": batch, "target": targets.get(batch)}
             x32 = example_input(model_name, batch)
             with torch.no_grad():
-                for dtype_name in dtype_names:
+                for dtype_name in dtypes_of(model_name, batch):
                     dtype = DTYPES[dtype_name]
                     short = SHORT[dtype_name]
                     pte = work / f"{model_name}_b{batch}_{short}.pte"
