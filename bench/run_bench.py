@@ -297,17 +297,26 @@ def read_output(path: Path, like: torch.Tensor, dtype) -> torch.Tensor:
 # ---- optional anchors ----------------------------------------------------------------------
 
 
-def python_runtime_probe(pte: Path, x: torch.Tensor) -> str:
-    """Whether executorch's own Python runtime runs an Ember program beside this torch."""
-    try:
-        import ember_executorch_runtime  # noqa: F401
-        from executorch.runtime import Runtime
+PYTHON_RUNTIME_PROBE = """
+import sys, torch
+import ember_executorch_runtime  # noqa: F401
+from executorch.runtime import Runtime
+method = Runtime.get().load_program(sys.argv[1]).load_method("forward")
+method.execute((torch.zeros(1, device="cuda"),))
+print("ok")
+"""
 
-        method = Runtime.get().load_program(str(pte)).load_method("forward")
-        method.execute((x.cuda(),))
+
+def python_runtime_probe(pte: Path) -> str:
+    """Whether executorch's own Python runtime runs an Ember program beside this torch, in
+    a child process: where executorch's extension does not match this torch, importing it
+    can leave the process unable to run torch.compile (seen on the H200: a segfault)."""
+    process = subprocess.run([sys.executable, "-c", PYTHON_RUNTIME_PROBE, str(pte)],
+                             capture_output=True, text=True, timeout=300)
+    if process.returncode == 0 and process.stdout.strip().endswith("ok"):
         return "ok"
-    except Exception as error:  # noqa: BLE001
-        return f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
+    lines = [line for line in process.stderr.strip().splitlines() if line.strip()]
+    return f"exit {process.returncode}: " + (lines[-1][:200] if lines else "no message")
 
 
 def aoti_anchor(model, x, iterations: int) -> dict:
@@ -347,6 +356,8 @@ def main(argv=None) -> int:
     parser.add_argument("--export-workers", type=int, default=max(1, (os.cpu_count() or 2) // 2))
     parser.add_argument("--accuracy-f32", action="store_true",
                         help="also float32 at batch 1 for the models of issue 5 (accuracy)")
+    parser.add_argument("--anchors-only", action="store_true",
+                        help="only PyTorch (eager, torch.compile, AOTI) on the rows with a target")
     parser.add_argument("--reuse-programs", action="store_true",
                         help="keep programs already in --work (from an earlier run of this tree)")
     args = parser.parse_args(argv)
@@ -369,6 +380,9 @@ def main(argv=None) -> int:
     jobs.append(("trivial", 1, "float32", work / "trivial_f32.pte"))
     if args.reuse_programs:
         jobs = [job for job in jobs if not job[3].exists()]
+    if args.anchors_only:
+        jobs = []
+        model_names = [m for m in model_names if ROWS[m][1]]
     started = time.perf_counter()
     export_errors = export_all(jobs, args.export_workers)
     export_s = time.perf_counter() - started
@@ -389,22 +403,9 @@ def main(argv=None) -> int:
                     pte = work / f"{model_name}_b{batch}_{short}.pte"
                     x = cast_input(x32, dtype)
                     reference = model32(x.float().cuda() if x.is_floating_point() else x.cuda())
-                    if str(pte) in export_errors:
-                        row[f"ember_{short}_error"] = "export: " + " | ".join(export_errors[str(pte)])
-                        continue
-                    inputs, outputs = work / f"{pte.stem}.in.bin", work / f"{pte.stem}.out.bin"
-                    inputs.write_bytes(x.contiguous().view(torch.uint8).numpy().tobytes())
-                    try:
-                        cell = run_ember(runner, pte, n, inputs, outputs)
-                        got = read_output(outputs, reference, dtype)
-                        cell["rel_error"] = relative_error(got, reference.cpu())
-                        cell["weight_bytes"] = weight_bytes[dtype_name]
-                        row[f"ember_{short}"] = cell
-                        if args.profile and dtype_name == "float16":
-                            row["profile"] = run_ember(runner, pte, 20, inputs, None,
-                                                       profile=True).get("profile", "")
-                    except Exception as error:  # noqa: BLE001
-                        row[f"ember_{short}_error"] = str(error)
+                    if not args.anchors_only:
+                        measure_ember(row, runner, work, pte, x, reference, dtype_name, n,
+                                      weight_bytes[dtype_name], args.profile, export_errors)
                     # eager in this dtype (float16 is the anchor of the table)
                     model = build(model_name).to(device="cuda", dtype=dtype)
                     xd = x.cuda()
@@ -423,7 +424,8 @@ def main(argv=None) -> int:
     overhead = {}
     trivial = work / "trivial_f32.pte"
     try:
-        overhead["ember_trivial"] = run_ember(runner, trivial, max(n, 1000))
+        if not args.anchors_only:
+            overhead["ember_trivial"] = run_ember(runner, trivial, max(n, 1000))
     except Exception as error:  # noqa: BLE001
         overhead["ember_error"] = str(error)
     try:
@@ -432,7 +434,6 @@ def main(argv=None) -> int:
         overhead["native_error"] = str(error)[:500]
     overhead["graph_trivial"] = graph_replay(max(n, 1000), empty=False)
     overhead["graph_empty"] = graph_replay(max(n, 1000), empty=True)
-    extra["python_runtime"] = python_runtime_probe(trivial, torch.zeros(1))
 
     info = machine()
 
@@ -470,10 +471,37 @@ def main(argv=None) -> int:
             print(json.dumps({k: v for k, v in row.items() if k != "profile"}), flush=True)
             write_report()
 
+    if not args.anchors_only:
+        extra["python_runtime"] = python_runtime_probe(trivial)
     print(write_report())
     print("RAW " + json.dumps({"rows": rows, "overhead": overhead, "extra": extra}))
+    if args.anchors_only:
+        return 0
     ok = all(f"ember_{SHORT[d]}" in r for r in rows for d in dtype_names)
     return 0 if ok and "ember_trivial" in overhead else 1
+
+
+def measure_ember(row: dict, runner: Path, work: Path, pte: Path, x: torch.Tensor,
+                  reference: torch.Tensor, dtype_name: str, n: int, weight_bytes: int,
+                  profile: bool, export_errors: dict) -> None:
+    """Ember's time, init and error for one program into row[ember_<dtype>] (or the
+    error into row[ember_<dtype>_error])."""
+    short = SHORT[dtype_name]
+    if str(pte) in export_errors:
+        row[f"ember_{short}_error"] = "export: " + " | ".join(export_errors[str(pte)])
+        return
+    inputs, outputs = work / f"{pte.stem}.in.bin", work / f"{pte.stem}.out.bin"
+    inputs.write_bytes(x.contiguous().view(torch.uint8).numpy().tobytes())
+    try:
+        cell = run_ember(runner, pte, n, inputs, outputs)
+        got = read_output(outputs, reference, DTYPES[dtype_name])
+        cell["rel_error"] = relative_error(got, reference.cpu())
+        cell["weight_bytes"] = weight_bytes
+        row[f"ember_{short}"] = cell
+        if profile and dtype_name == "float16":
+            row["profile"] = run_ember(runner, pte, 20, inputs, None, profile=True).get("profile", "")
+    except Exception as error:  # noqa: BLE001
+        row[f"ember_{short}_error"] = str(error)
 
 
 def machine() -> dict:
