@@ -9,6 +9,8 @@
  *             options ask, and nothing is reported as a fallback.
  *   env_bad   run with EMBER_EXECUTOR=gpu: creating a program is EMBER_INVALID_ARGUMENT
  *             naming the variable.
+ *   env_bad_flag  run with EMBER_CUDA_PROFILE=yes: creating a program is
+ *             EMBER_INVALID_ARGUMENT naming the variable and what it must be.
  *   profile   run with EMBER_CUDA_PROFILE=1: where CUDA works, a program run 3 times
  *             prints, when destroyed, a per-step report naming 3 runs and the MLP's
  *             LINEAR steps; a program on the CPU executor prints none (the control).
@@ -167,9 +169,16 @@ static void check_profile(const uint8_t* plan, size_t size) {
   }
 }
 
+static void check_env_bad_flag(const uint8_t* plan, size_t size) {
+  ember_program* program = NULL;
+  COUNT(CHECK_STATUS(create(plan, size, EMBER_EXECUTOR_AUTO, &program), EMBER_INVALID_ARGUMENT,
+                     "EMBER_CUDA_PROFILE is 'yes'; it must be 0 or 1"));
+  EXPECT(program == NULL, "program set after a failed create");
+}
+
 int main(int argc, char** argv) {
   if (argc != 3) {
-    fprintf(stderr, "usage: %s DATA_DIR default|env_cpu|env_bad|profile\n", argv[0]);
+    fprintf(stderr, "usage: %s DATA_DIR default|env_cpu|env_bad|env_bad_flag|profile\n", argv[0]);
     return 2;
   }
   char* path = test_join(argv[1], "mlp_f32", ".plan");
@@ -182,6 +191,8 @@ int main(int argc, char** argv) {
     check_env_cpu(plan, size);
   } else if (strcmp(argv[2], "env_bad") == 0) {
     check_env_bad(plan, size);
+  } else if (strcmp(argv[2], "env_bad_flag") == 0) {
+    check_env_bad_flag(plan, size);
   } else if (strcmp(argv[2], "profile") == 0) {
     check_profile(plan, size);
   } else {
