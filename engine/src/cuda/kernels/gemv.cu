@@ -11,67 +11,25 @@
 
 namespace ember {
 
-/* 16 bytes of T, widened to float32 (exactly, as Element<T>::load). */
-template <typename T>
-struct Pack16;
-
-template <>
-struct Pack16<float> {
-  static constexpr int kCount = 4;
-  static __device__ __forceinline__ void widen(const uint4& v, float* out) {
-    out[0] = __uint_as_float(v.x);
-    out[1] = __uint_as_float(v.y);
-    out[2] = __uint_as_float(v.z);
-    out[3] = __uint_as_float(v.w);
-  }
-};
-
-template <>
-struct Pack16<__half> {
-  static constexpr int kCount = 8;
-  static __device__ __forceinline__ void widen(const uint4& v, float* out) {
-    const uint32_t words[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) { /* little-endian: the lower half is the lower address */
-      out[2 * i] = __half2float(__ushort_as_half((unsigned short)(words[i] & 0xffffu)));
-      out[2 * i + 1] = __half2float(__ushort_as_half((unsigned short)(words[i] >> 16)));
-    }
-  }
-};
-
-template <>
-struct Pack16<__nv_bfloat16> {
-  static constexpr int kCount = 8;
-  static __device__ __forceinline__ void widen(const uint4& v, float* out) {
-    const uint32_t words[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) { /* bfloat16 is the top half of a float32 */
-      out[2 * i] = __uint_as_float(words[i] << 16);
-      out[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
-    }
-  }
-};
-
 /* acc[r] += the dot product of one 16-byte slice of the weight row with the same slice
  * (`chunk`, in 16-byte units) of x row r. */
 template <typename T, int ROWS>
 __device__ __forceinline__ void dot_pack(const uint4& w_pack, const uint4* x, int64_t chunk,
                                          int64_t chunks_per_row, float (&acc)[ROWS]) {
-  constexpr int kCount = Pack16<T>::kCount;
-  float wf[kCount];
-  Pack16<T>::widen(w_pack, wf);
+  Vec16<T> w;
+  w.raw = w_pack;
 #pragma unroll
   for (int r = 0; r < ROWS; ++r) {
-    float xf[kCount];
-    Pack16<T>::widen(__ldg(x + r * chunks_per_row + chunk), xf);
+    Vec16<T> xv;
+    xv.raw = __ldg(x + r * chunks_per_row + chunk);
 #pragma unroll
-    for (int j = 0; j < kCount; ++j) acc[r] = fmaf(xf[j], wf[j], acc[r]);
+    for (int j = 0; j < Vec16<T>::kCount; ++j) acc[r] = fmaf(xv.get(j), w.get(j), acc[r]);
   }
 }
 
 template <typename T, int ROWS>
 __device__ __forceinline__ void gemv_rows(const ember_k_gemv_params& p) {
-  constexpr int kCount = Pack16<T>::kCount;
+  constexpr int kCount = Vec16<T>::kCount;
   const int lane = threadIdx.x & 31;
   /* Blocks are whole warps, so a warp's lanes share `col` and shuffle together. */
   const int64_t first_warp = global_thread() >> 5;
