@@ -93,6 +93,9 @@ typedef struct ember_cuda_executor {
   CUdeviceptr conv_col;
   CUdeviceptr conv_weights;
   uint64_t* conv_weight_offset;
+  /* The product [O, N·OH·OW] of a CONV2D that runs as one GEMM over all its images, before
+   * it is moved into NCHW (the largest any such conv needs; 0 if none does). */
+  CUdeviceptr conv_out;
   /* SDPA as two GEMMs: float32 scores, then the softmax in the dtype, for the largest
    * such op (0: every SDPA runs the fused kernel). */
   CUdeviceptr sdpa_scratch;
@@ -122,6 +125,7 @@ typedef struct ember_cuda_executor {
   /* EMBER_CUDA_PROFILE=1: per-step times of every run (then no graph), reported at
    * destroy. NULL otherwise. */
   ember_cuda_profile* profile;
+  ember_cuda_init_timer init_timer;
 
   /* Cumulative, over runs (the copy counters are in `base`). */
   uint64_t graph_node_updates;
@@ -311,12 +315,17 @@ static bool binary_vectorizable(const ember_k_binary_params* p, uint64_t lanes) 
   return true;
 }
 
-static void build_binary(ember_cuda_executor* executor, uint32_t i) {
+/* Binary op i, and the RELU `fused` (an op, or EMBER_PLAN_NO_INDEX) whose output it then
+ * writes. */
+static void build_binary(ember_cuda_executor* executor, uint32_t i, uint32_t fused) {
   const ember_plan* plan = executor->plan;
   const ember_op_desc* op = &plan->ops[i];
   const ember_tensor_desc* a = ember_plan_op_input_tensor(plan, op, 0);
   const ember_tensor_desc* b = ember_plan_op_input_tensor(plan, op, 1);
-  const ember_tensor_desc* y = ember_plan_op_output_tensor(plan, op, 0);
+  const uint32_t y_index = fused == EMBER_PLAN_NO_INDEX
+                               ? ember_plan_op_output(plan, op, 0)
+                               : ember_plan_op_output(plan, &plan->ops[fused], 0);
+  const ember_tensor_desc* y = &plan->tensors[y_index];
   if (y->numel == 0) return;
   int64_t as[EMBER_MAX_RANK], bs[EMBER_MAX_RANK];
   broadcast_strides(a, y->rank, as);
@@ -324,6 +333,7 @@ static void build_binary(ember_cuda_executor* executor, uint32_t i) {
   ember_k_binary_params p = {0};
   p.count = y->numel;
   p.op = (int32_t)binary_op_of(op->opcode);
+  p.relu = fused != EMBER_PLAN_NO_INDEX;
   /* Collapse: drop size-1 dims, merge a dim into the one before it when both inputs
    * step through the pair as through one dim. */
   uint32_t rank = 0;
@@ -354,7 +364,7 @@ static void build_binary(ember_cuda_executor* executor, uint32_t i) {
       &p, sizeof p);
   add_ref(executor, step, ember_plan_op_input(plan, op, 0), offsetof(ember_k_binary_params, a));
   add_ref(executor, step, ember_plan_op_input(plan, op, 1), offsetof(ember_k_binary_params, b));
-  add_ref(executor, step, ember_plan_op_output(plan, op, 0), offsetof(ember_k_binary_params, y));
+  add_ref(executor, step, y_index, offsetof(ember_k_binary_params, y));
 }
 
 static void build_copy(ember_cuda_executor* executor, uint32_t i) {
@@ -447,9 +457,12 @@ static void build_layer_norm(ember_cuda_executor* executor, uint32_t i) {
   p.eps = (float)eps;
   p.has_weight = ember_plan_op_attr(plan, op, EMBER_ATTR_LAYER_NORM_HAS_WEIGHT) != 0;
   p.has_bias = ember_plan_op_attr(plan, op, EMBER_ATTR_LAYER_NORM_HAS_BIAS) != 0;
+  /* Short rows take a warp each (kernel_params.h), so a block holds several. */
+  const uint64_t rows_per_block = p.cols <= EMBER_K_LAYER_NORM_WARP_COLS ? EMBER_K_BLOCK / 32u : 1u;
   ember_cuda_step* step = add_kernel_step(
       executor, i, EMBER_CUDA_KERNEL_LAYER_NORM + ember_cuda_dtype_index(y->dtype),
-      grid_for_rows(executor, (uint64_t)p.rows), &p, sizeof p);
+      grid_for_rows(executor, ((uint64_t)p.rows + rows_per_block - 1) / rows_per_block), &p,
+      sizeof p);
   add_ref(executor, step, ember_plan_op_input(plan, op, 0),
           offsetof(ember_k_layer_norm_params, x));
   if (p.has_weight) {
@@ -495,6 +508,12 @@ static bool linear_takes_gemv(const ember_plan* plan, const ember_op_desc* op) {
   return y->numel != 0 && k > 0 && x->numel / (uint64_t)k <= EMBER_K_GEMV_MAX_ROWS;
 }
 
+static bool is_binary(ember_opcode opcode) {
+  return opcode == EMBER_OP_ADD || opcode == EMBER_OP_SUB || opcode == EMBER_OP_MUL ||
+         opcode == EMBER_OP_DIV || opcode == EMBER_OP_POW || opcode == EMBER_OP_MAXIMUM ||
+         opcode == EMBER_OP_MINIMUM;
+}
+
 static bool is_activation(ember_opcode opcode) {
   return opcode == EMBER_OP_RELU || opcode == EMBER_OP_GELU || opcode == EMBER_OP_SIGMOID ||
          opcode == EMBER_OP_TANH || opcode == EMBER_OP_SILU;
@@ -502,12 +521,21 @@ static bool is_activation(ember_opcode opcode) {
 
 /* Whether op i (LINEAR or MATMUL) can take op i + 1 into its epilogue: RELU, or GELU in
  * the tanh form (what CUBLASLT_EPILOGUE_GELU computes), or any activation for a LINEAR
- * that runs as the gemv kernel (which applies activate()); the activation reads only the
- * GEMM's output, and nothing else reads that. */
+ * that runs as the gemv kernel (which applies activate()); a CONV2D takes a RELU (in its
+ * GEMM's epilogue, or a ReLU in place after it), and so does a binary op (its kernel's
+ * `relu`). The activation reads only the op's output, and nothing else reads that. */
 static bool can_fuse_activation(const ember_plan* plan, uint32_t i, const uint32_t* readers) {
   if (i + 1 >= plan->num_ops) return false;
   const ember_op_desc* op = &plan->ops[i];
   const ember_op_desc* next = &plan->ops[i + 1];
+  if (op->num_outputs == 0 || next->num_inputs == 0) return false;
+  const uint32_t t = ember_plan_op_output(plan, op, 0);
+  if (ember_plan_op_input(plan, next, 0) != t ||
+      plan->tensors[t].storage != EMBER_STORAGE_INTERMEDIATE || readers[t] != 1 ||
+      plan->tensors[t].numel == 0) {
+    return false;
+  }
+  if (op->opcode == EMBER_OP_CONV2D || is_binary(op->opcode)) return next->opcode == EMBER_OP_RELU;
   if (op->opcode != EMBER_OP_LINEAR && op->opcode != EMBER_OP_MATMUL) return false;
   const bool cublaslt_epilogue =
       next->opcode == EMBER_OP_RELU ||
@@ -516,12 +544,9 @@ static bool can_fuse_activation(const ember_plan* plan, uint32_t i, const uint32
   if (!cublaslt_epilogue && !(is_activation(next->opcode) && linear_takes_gemv(plan, op))) {
     return false;
   }
-  const uint32_t t = ember_plan_op_output(plan, op, 0);
-  if (ember_plan_op_input(plan, next, 0) != t) return false;
-  if (plan->tensors[t].storage != EMBER_STORAGE_INTERMEDIATE || readers[t] != 1) return false;
-  /* A GEMM with nothing to compute (no elements, or K == 0) is not a cuBLASLt call. */
+  /* A GEMM with nothing to compute (K == 0) is not a cuBLASLt call. */
   const ember_tensor_desc* x = ember_plan_op_input_tensor(plan, op, 0);
-  return plan->tensors[t].numel != 0 && x->dims[x->rank - 1] != 0;
+  return x->dims[x->rank - 1] != 0;
 }
 
 /* Decides, before memory is allocated, which GEMMs take the next op into their epilogue
@@ -717,6 +742,78 @@ static void add_copy_rows_step(ember_cuda_executor* executor, uint32_t i, uint32
   add_ref(executor, step, y_tensor, offsetof(ember_k_copy_rows_params, y));
 }
 
+static void fast_divisor(uint64_t d, uint32_t* mul, uint32_t* shift);
+
+/* Whether a gather can move units of w elements: its innermost dim is a multiple of w,
+ * and every other stride and the offset are too (the innermost stride is 1). */
+static bool gather_widens(const ember_k_gather_params* p, int64_t w) {
+  if (p->dims[p->rank - 1] % w != 0 || p->x_offset % w != 0) return false;
+  for (uint32_t d = 0; d + 1 < p->rank; ++d) {
+    if (p->x_strides[d] % w != 0) return false;
+  }
+  return true;
+}
+
+/* Fills everything of a gather's parameters but the addresses (p->x and p->y are left as
+ * they are): y[i] = x[x_offset + offset(i)] for the `count` elements of y, whose dims
+ * are `dims` (rank of them, row-major), offset(i) adding x_strides[d] (elements, >= 0)
+ * per step of y dim d. The dims are collapsed; where the innermost one is contiguous,
+ * elements are widened to units of 16, 8 or 4 bytes (the widest that its size, the other
+ * strides and x_offset allow; the kernel checks the addresses at run time); the 32-bit
+ * index path is set when the units and x offsets fit in int32. Returns the collapsed
+ * rank: rank 1 with x_strides[0] == 1 is one contiguous block (a copy would do). Launch
+ * with grid_for_elements(gather_launch_count(p)): units, not elements. */
+static uint32_t fill_gather_params(ember_k_gather_params* p, uint32_t rank, const int64_t* dims,
+                                   const int64_t* x_strides, int64_t x_offset,
+                                   size_t element_size, uint64_t count) {
+  const uint64_t x = p->x, y = p->y;
+  memset(p, 0, sizeof *p);
+  p->x = x;
+  p->y = y;
+  p->count = count;
+  p->x_offset = x_offset;
+  p->vector = 1;
+  const int64_t* in[1] = {x_strides};
+  int64_t* out[1] = {p->x_strides};
+  p->rank = collapse_dims(rank, dims, 1, in, p->dims, out);
+  if (p->x_strides[p->rank - 1] == 1) {
+    int64_t w = 16 / (int64_t)element_size;
+    while (w > 1 && w * (int64_t)element_size >= 4 && !gather_widens(p, w)) w /= 2;
+    if (w > 1 && w * (int64_t)element_size >= 4) {
+      /* In units; collapsed again, since an innermost dim of one unit drops out. */
+      int64_t unit_dims[EMBER_K_MAX_RANK], unit_strides[EMBER_K_MAX_RANK];
+      for (uint32_t d = 0; d < p->rank; ++d) {
+        unit_dims[d] = p->dims[d];
+        unit_strides[d] = d + 1 < p->rank ? p->x_strides[d] / w : 1;
+      }
+      unit_dims[p->rank - 1] /= w;
+      const int64_t* unit_in[1] = {unit_strides};
+      p->rank = collapse_dims(p->rank, unit_dims, 1, unit_in, p->dims, out);
+      p->x_offset = x_offset / w;
+      p->count = count / (uint64_t)w;
+      p->vector = (uint32_t)w;
+    }
+  }
+  /* 32-bit indices: the units, and the largest x offset a unit can have. */
+  uint64_t reach = (uint64_t)p->x_offset, step;
+  bool fits = p->count > 0 && p->count <= INT32_MAX && p->x_offset >= 0;
+  for (uint32_t d = 0; d < p->rank && fits; ++d) {
+    fits = p->x_strides[d] >= 0 &&
+           ember_checked_mul_u64((uint64_t)(p->dims[d] - 1), (uint64_t)p->x_strides[d], &step) &&
+           ember_checked_add_u64(reach, step, &reach) && reach <= INT32_MAX;
+  }
+  if (fits) {
+    p->index32 = 1;
+    for (uint32_t d = 1; d < p->rank; ++d) {
+      fast_divisor((uint64_t)p->dims[d], &p->div_mul[d], &p->div_shift[d]);
+    }
+  }
+  return p->rank;
+}
+
+/* The threads a gather needs: one per unit of y. */
+static uint64_t gather_launch_count(const ember_k_gather_params* p) { return p->count; }
+
 /* y[i] = x[x_offset + offset(i)] over y's dims (PERMUTE, EXPAND, SLICE); one that moves
  * a contiguous block is a copy. */
 static void add_gather_step(ember_cuda_executor* executor, uint32_t i, uint32_t rank,
@@ -728,11 +825,7 @@ static void add_gather_step(ember_cuda_executor* executor, uint32_t i, uint32_t 
   const ember_tensor_desc* y = &plan->tensors[y_tensor];
   const size_t element_size = ember_dtype_size(y->dtype);
   ember_k_gather_params p = {0};
-  p.count = y->numel;
-  p.x_offset = x_offset;
-  const int64_t* in[1] = {x_strides};
-  int64_t* out[1] = {p.x_strides};
-  p.rank = collapse_dims(rank, dims, 1, in, p.dims, out);
+  fill_gather_params(&p, rank, dims, x_strides, x_offset, element_size, y->numel);
   if (p.rank == 1 && (p.x_strides[0] == 1 || p.dims[0] == 1)) {
     if (x_offset == 0) {
       build_copy(executor, i);
@@ -748,7 +841,7 @@ static void add_gather_step(ember_cuda_executor* executor, uint32_t i, uint32_t 
   }
   ember_cuda_step* step = add_kernel_step(
       executor, i, EMBER_CUDA_KERNEL_GATHER + ember_cuda_size_index(element_size),
-      grid_for_elements(executor, y->numel), &p, sizeof p);
+      grid_for_elements(executor, gather_launch_count(&p)), &p, sizeof p);
   add_ref(executor, step, x_tensor, offsetof(ember_k_gather_params, x));
   add_ref(executor, step, y_tensor, offsetof(ember_k_gather_params, y));
 }
@@ -1166,13 +1259,14 @@ static ember_status* build_sdpa(ember_cuda_executor* executor, uint32_t i, size_
   return NULL;
 }
 
-static void build_conv2d_direct(ember_cuda_executor* executor, uint32_t i) {
+/* CONV2D op i on the direct kernel, into tensor y_index (the op's output, or that of the
+ * RELU fused after it). */
+static void build_conv2d_direct(ember_cuda_executor* executor, uint32_t i, uint32_t y_index) {
   const ember_plan* plan = executor->plan;
   const ember_op_desc* op = &plan->ops[i];
   const ember_tensor_desc* x = ember_plan_op_input_tensor(plan, op, 0);
   const ember_tensor_desc* w = ember_plan_op_input_tensor(plan, op, 1);
-  const ember_tensor_desc* y = ember_plan_op_output_tensor(plan, op, 0);
-  if (y->numel == 0) return;
+  const ember_tensor_desc* y = &plan->tensors[y_index];
   ember_k_conv2d_params p = {0};
   p.n = x->dims[0], p.c = x->dims[1], p.h = x->dims[2], p.w_in = x->dims[3];
   p.o = w->dims[0], p.kh = w->dims[2], p.kw = w->dims[3];
@@ -1193,23 +1287,37 @@ static void build_conv2d_direct(ember_cuda_executor* executor, uint32_t i) {
   if (p.has_bias) {
     add_ref(executor, step, ember_plan_op_input(plan, op, 2), offsetof(ember_k_conv2d_params, b));
   }
-  add_ref(executor, step, ember_plan_op_output(plan, op, 0), offsetof(ember_k_conv2d_params, y));
+  add_ref(executor, step, y_index, offsetof(ember_k_conv2d_params, y));
 }
 
 /* The most bytes CONV2D's im2col buffer may take; a conv that needs more runs direct. */
 #define EMBER_CUDA_MAX_IM2COL ((uint64_t)256u << 20)
 
-/* Whether op (a CONV2D) runs as im2col + cuBLASLt GEMM: groups 1, constant weight and
- * bias (the bias is appended to each weight row once, at prepare), an im2col buffer of at
- * most EMBER_CUDA_MAX_IM2COL bytes. Sizes in bytes. */
-/* The elements between two rows of a conv's augmented weights: taps rounded up to a
- * multiple of 8, so every row starts 16-byte aligned. An odd leading dimension (a 3x3x64
- * conv has 577 taps with the bias) leaves cuBLASLt only its slowest, unvectorized
- * kernels. */
+/* The elements between two rows of a conv's augmented weights, and the rows of its im2col
+ * buffer per image (the GEMM's K): taps (with the bias) rounded up to a multiple of 8, so
+ * that every row starts 16-byte aligned and K is too. An odd K or leading dimension (a
+ * 3x3x64 conv has 577 taps with the bias) leaves cuBLASLt only its slowest kernels: 3.4x
+ * slower on resnet18's layer1 on the H200. */
 static uint64_t conv_weight_stride(uint64_t taps) { return (taps + 7u) & ~(uint64_t)7u; }
 
+/* Output positions per image below which a batch of images runs as one GEMM over all of
+ * them (then a move into NCHW) rather than one GEMM per image: per-image products that
+ * small leave most of the GPU idle (resnet18's layer4 at batch 64: 49 positions, 7x
+ * slower per image), while for large images the extra move costs more than it saves
+ * (measured on the H200). */
+#define EMBER_CUDA_CONV_FLAT_POSITIONS 2048
+
+static bool conv_runs_flat(const ember_tensor_desc* y) {
+  return y->dims[0] > 1 && y->dims[2] * y->dims[3] < EMBER_CUDA_CONV_FLAT_POSITIONS;
+}
+
+/* Whether op (a CONV2D) runs as im2col + cuBLASLt GEMM: groups 1, constant weight and
+ * bias (the bias is appended to each weight row once, at prepare), an im2col buffer of at
+ * most EMBER_CUDA_MAX_IM2COL bytes. Sizes in bytes; *out_flat_bytes is the product's
+ * buffer when the conv runs as one GEMM over all images (conv_runs_flat), else 0. */
 static bool conv_gemm_sizes(const ember_plan* plan, const ember_op_desc* op,
-                            uint64_t* out_col_bytes, uint64_t* out_weight_bytes) {
+                            uint64_t* out_col_bytes, uint64_t* out_weight_bytes,
+                            uint64_t* out_flat_bytes) {
   const ember_tensor_desc* x = ember_plan_op_input_tensor(plan, op, 0);
   const ember_tensor_desc* w = ember_plan_op_input_tensor(plan, op, 1);
   const ember_tensor_desc* y = ember_plan_op_output_tensor(plan, op, 0);
@@ -1220,36 +1328,37 @@ static bool conv_gemm_sizes(const ember_plan* plan, const ember_op_desc* op,
     return false;
   }
   const uint64_t es = ember_dtype_size(y->dtype);
-  const uint64_t taps = (uint64_t)(w->dims[1] * w->dims[2] * w->dims[3]) + 1u;
+  const uint64_t rows = conv_weight_stride((uint64_t)(w->dims[1] * w->dims[2] * w->dims[3]) + 1u);
   const uint64_t positions = (uint64_t)(y->dims[2] * y->dims[3]);
   uint64_t col, weight;
-  if (!ember_checked_mul_u64(taps, positions, &col) ||
+  if (!ember_checked_mul_u64(rows, positions, &col) ||
       !ember_checked_mul_u64(col, (uint64_t)x->dims[0], &col) ||
       !ember_checked_mul_u64(col, es, &col) || col > EMBER_CUDA_MAX_IM2COL ||
-      !ember_checked_mul_u64(conv_weight_stride(taps), (uint64_t)w->dims[0], &weight) ||
-      !ember_checked_mul_u64(weight, es, &weight) || taps > INT32_MAX) {
+      !ember_checked_mul_u64(rows, (uint64_t)w->dims[0], &weight) ||
+      !ember_checked_mul_u64(weight, es, &weight) || rows > INT32_MAX) {
     return false;
   }
   *out_col_bytes = col;
   *out_weight_bytes = weight;
+  *out_flat_bytes = conv_runs_flat(y) ? y->nbytes : 0;
   return true;
 }
 
-/* Allocates the im2col buffer and uploads the augmented weights ([O, C·KH·KW + 1]: each
- * row, then its bias or 0, rows conv_weight_stride apart) of every CONV2D that runs as a
- * GEMM. */
+/* Allocates the im2col buffer (and the product buffer of convs that run flat) and uploads
+ * the augmented weights ([O, C·KH·KW + 1]: each row, then its bias or 0, rows
+ * conv_weight_stride apart) of every CONV2D that runs as a GEMM. */
 static ember_status* prepare_conv_gemms(ember_cuda_executor* executor) {
   const ember_plan* plan = executor->plan;
   executor->conv_weight_offset = malloc((plan->num_ops == 0 ? 1 : plan->num_ops) * sizeof(uint64_t));
   if (executor->conv_weight_offset == NULL) {
     return ember_status_make(EMBER_OUT_OF_MEMORY, "cuda executor: out of memory");
   }
-  uint64_t max_col = 0, total = 0;
+  uint64_t max_col = 0, max_flat = 0, total = 0;
   for (uint32_t i = 0; i < plan->num_ops; ++i) {
     executor->conv_weight_offset[i] = UINT64_MAX;
-    uint64_t col, weight, aligned;
+    uint64_t col, weight, flat, aligned;
     if (plan->ops[i].opcode != EMBER_OP_CONV2D ||
-        !conv_gemm_sizes(plan, &plan->ops[i], &col, &weight) ||
+        !conv_gemm_sizes(plan, &plan->ops[i], &col, &weight, &flat) ||
         !ember_checked_align_u64(weight, EMBER_CUDA_ALIGNMENT, &aligned) ||
         !ember_checked_add_u64(total, aligned, &aligned)) {
       continue;
@@ -1257,14 +1366,19 @@ static ember_status* prepare_conv_gemms(ember_cuda_executor* executor) {
     executor->conv_weight_offset[i] = total;
     total = aligned;
     if (col > max_col) max_col = col;
+    if (flat > max_flat) max_flat = flat;
   }
   if (total == 0) return NULL;
-  size_t col_size, weights_size;
-  if (!ember_u64_to_size(max_col, &col_size) || !ember_u64_to_size(total, &weights_size)) {
+  size_t col_size, weights_size, flat_size;
+  if (!ember_u64_to_size(max_col, &col_size) || !ember_u64_to_size(total, &weights_size) ||
+      !ember_u64_to_size(max_flat, &flat_size)) {
     return ember_status_make(EMBER_OUT_OF_MEMORY, "cuda executor: conv buffers overflow");
   }
   EMBER_RETURN_IF_ERROR(allocate(executor, col_size, "im2col", &executor->conv_col));
   EMBER_RETURN_IF_ERROR(allocate(executor, weights_size, "conv weights", &executor->conv_weights));
+  if (flat_size > 0) {
+    EMBER_RETURN_IF_ERROR(allocate(executor, flat_size, "conv product", &executor->conv_out));
+  }
   uint8_t* host = calloc(1, weights_size);
   if (host == NULL) return ember_status_make(EMBER_OUT_OF_MEMORY, "cuda executor: out of memory");
   for (uint32_t i = 0; i < plan->num_ops; ++i) {
@@ -1282,7 +1396,7 @@ static ember_status* prepare_conv_gemms(ember_cuda_executor* executor) {
     for (int64_t o = 0; o < w->dims[0]; ++o) {
       memcpy(out, weights + (size_t)o * row, row);
       if (bias != NULL) memcpy(out + row, bias + (size_t)o * es, es); /* else 0.0 */
-      out += padded_row; /* the padding past the bias stays 0 and is never read */
+      out += padded_row; /* the padding past the bias stays 0, as do col's rows there */
     }
   }
   CUresult result = executor->driver->cuMemcpyHtoDAsync(executor->conv_weights, host,
@@ -1311,7 +1425,7 @@ static void fast_divisor(uint64_t d, uint32_t* mul, uint32_t* shift) {
  * times the stride, plus padding and the dilated kernel). */
 static void set_im2col_index32(ember_k_im2col_params* p) {
   const uint64_t limit = (uint64_t)INT32_MAX - 64u;
-  const uint64_t rows = (uint64_t)(p->c * p->kh * p->kw) + 1u;
+  const uint64_t rows = (uint64_t)p->rows;
   const uint64_t positions = (uint64_t)(p->oh * p->ow);
   uint64_t total, reach_h, reach_w, a, b;
   const bool fits =
@@ -1329,7 +1443,8 @@ static void set_im2col_index32(ember_k_im2col_params* p) {
   if (!fits) return; /* int64 math */
   p->index32 = 1;
   const uint64_t divisors[EMBER_K_IM2COL_DIVISORS] = {
-      [EMBER_K_IM2COL_DIV_POSITIONS] = positions, [EMBER_K_IM2COL_DIV_ROWS] = rows,
+      [EMBER_K_IM2COL_DIV_POSITIONS] = positions,
+      [EMBER_K_IM2COL_DIV_OUTER] = p->image_major ? rows : (uint64_t)p->n,
       [EMBER_K_IM2COL_DIV_OW] = (uint64_t)p->ow, [EMBER_K_IM2COL_DIV_KW] = (uint64_t)p->kw,
       [EMBER_K_IM2COL_DIV_KH] = (uint64_t)p->kh};
   for (int k = 0; k < EMBER_K_IM2COL_DIVISORS; ++k) {
@@ -1337,37 +1452,44 @@ static void set_im2col_index32(ember_k_im2col_params* p) {
   }
 }
 
-/* CONV2D as im2col (a kernel) + one strided-batched cuBLASLt GEMM over the images:
- * per image, y [O, OH·OW] row-major is column-major D [OH·OW, O] = A·B with A = col
- * [OH·OW, taps] (the im2col rows, column-major) and B = augmented weights [taps, O]; the
- * ones row of col meets the bias column of the weights. *out_done is false when cuBLASLt
- * has no algorithm (the direct kernel runs instead). */
+/* CONV2D as im2col (a kernel) + cuBLASLt GEMM, in one of two shapes:
+ * - per image (a strided batch): y [O, OH·OW] row-major is column-major
+ *   D [OH·OW, O] = A·B with A = col [OH·OW, rows] (the image's im2col rows, column-major)
+ *   and B = augmented weights [rows, O];
+ * - flat (conv_runs_flat): one GEMM with A = col [N·OH·OW, rows] over every image's
+ *   positions into conv_out ([O, N, OH·OW]), then a gather into NCHW.
+ * The ones row of col meets the bias column of the weights. *out_done is false when
+ * cuBLASLt has no algorithm (the direct kernel runs instead). */
 static ember_status* build_conv2d_gemm(ember_cuda_executor* executor, uint32_t i,
-                                       size_t* max_workspace, bool* out_done) {
+                                       uint32_t y_index, bool relu, size_t* max_workspace,
+                                       bool* out_done, bool* out_relu_done) {
   *out_done = false;
+  *out_relu_done = false;
   const ember_plan* plan = executor->plan;
   const ember_op_desc* op = &plan->ops[i];
   const ember_tensor_desc* x = ember_plan_op_input_tensor(plan, op, 0);
   const ember_tensor_desc* w = ember_plan_op_input_tensor(plan, op, 1);
-  const uint32_t y_index = ember_plan_op_output(plan, op, 0);
   const ember_tensor_desc* y = &plan->tensors[y_index];
-  const int64_t taps = w->dims[1] * w->dims[2] * w->dims[3] + 1;
-  const int64_t positions = y->dims[2] * y->dims[3];
+  const int64_t rows = (int64_t)conv_weight_stride((uint64_t)(w->dims[1] * w->dims[2] * w->dims[3]) + 1u);
+  const int64_t positions = y->dims[2] * y->dims[3], images = x->dims[0], channels = w->dims[0];
+  const bool flat = conv_runs_flat(y);
   const uint64_t weights = executor->conv_weights + executor->conv_weight_offset[i];
+  const uint64_t d_address = flat ? executor->conv_out : tensor_address(executor, y_index);
   ember_cuda_gemm_plain request = {
       .dtype = y->dtype,
       .d_dtype = y->dtype,
-      .m = (uint64_t)positions,
-      .n = (uint64_t)w->dims[0],
-      .k = (uint64_t)taps,
-      .lda = positions,
-      .ldb = (int64_t)conv_weight_stride((uint64_t)taps),
-      .ldd = positions,
-      .batch = (int32_t)x->dims[0],
-      .strides = {taps * positions, 0, w->dims[0] * positions},
+      .relu = relu,
+      .m = (uint64_t)(flat ? images * positions : positions),
+      .n = (uint64_t)channels,
+      .k = (uint64_t)rows,
+      .lda = flat ? images * positions : positions,
+      .ldb = rows,
+      .ldd = flat ? images * positions : positions,
+      .batch = flat ? 1 : (int32_t)images,
+      .strides = {flat ? 0 : rows * positions, 0, flat ? 0 : channels * positions},
       .alignments = {address_alignment(executor->conv_col), address_alignment(weights),
-                     is_io(y) ? EMBER_CUDA_GEMM_IO_ALIGNMENT
-                              : address_alignment(tensor_address(executor, y_index))},
+                     !flat && is_io(y) ? EMBER_CUDA_GEMM_IO_ALIGNMENT
+                                       : address_alignment(d_address)},
       .max_workspace = EMBER_CUDA_MAX_WORKSPACE,
   };
   ember_cuda_gemm* gemm = &executor->gemms[executor->num_gemms];
@@ -1382,10 +1504,11 @@ static ember_status* build_conv2d_gemm(ember_cuda_executor* executor, uint32_t i
   }
   ++executor->num_gemms;
   if (gemm->workspace_size > *max_workspace) *max_workspace = gemm->workspace_size;
+  *out_relu_done = gemm->activation_fused == EMBER_CUDA_GEMM_ACT_RELU;
 
   ember_k_im2col_params p = {0};
   p.col = executor->conv_col; /* not a tensor: never patched */
-  p.n = x->dims[0], p.c = x->dims[1], p.h = x->dims[2], p.w = x->dims[3];
+  p.n = images, p.c = x->dims[1], p.h = x->dims[2], p.w = x->dims[3];
   p.kh = w->dims[2], p.kw = w->dims[3], p.oh = y->dims[2], p.ow = y->dims[3];
   p.stride_h = ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_STRIDE_H);
   p.stride_w = ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_STRIDE_W);
@@ -1393,8 +1516,10 @@ static ember_status* build_conv2d_gemm(ember_cuda_executor* executor, uint32_t i
   p.pad_w = ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_PAD_W);
   p.dilation_h = ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_DILATION_H);
   p.dilation_w = ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_DILATION_W);
+  p.rows = rows;
+  p.image_major = !flat;
   set_im2col_index32(&p);
-  const uint64_t col_bytes = (uint64_t)(p.n * taps * positions) * ember_dtype_size(y->dtype);
+  const uint64_t col_bytes = (uint64_t)(p.n * rows * positions) * ember_dtype_size(y->dtype);
   ember_cuda_step* im2col = add_kernel_step(
       executor, i, EMBER_CUDA_KERNEL_IM2COL + ember_cuda_dtype_index(y->dtype),
       grid_for_vectors(executor, col_bytes), &p, sizeof p);
@@ -1405,23 +1530,90 @@ static ember_status* build_conv2d_gemm(ember_cuda_executor* executor, uint32_t i
   step->gemm = executor->num_gemms - 1;
   step->fixed[GEMM_A] = executor->conv_col;
   step->fixed[GEMM_B] = weights;
-  add_ref(executor, step, y_index, GEMM_D);
-  if (is_io(y)) executor->io_alignment[io_slot(executor, y)] = EMBER_CUDA_GEMM_IO_ALIGNMENT;
+  if (flat) {
+    step->fixed[GEMM_D] = executor->conv_out;
+    /* y [N, O, P] from conv_out [O, N, P]. */
+    const int64_t dims[3] = {images, channels, positions};
+    const int64_t strides[3] = {positions, images * positions, 1};
+    ember_k_gather_params g = {0};
+    g.x = executor->conv_out; /* not a tensor: never patched */
+    fill_gather_params(&g, 3, dims, strides, 0, ember_dtype_size(y->dtype), y->numel);
+    ember_cuda_step* move = add_kernel_step(
+        executor, i, EMBER_CUDA_KERNEL_GATHER + ember_cuda_size_index(ember_dtype_size(y->dtype)),
+        grid_for_elements(executor, gather_launch_count(&g)), &g, sizeof g);
+    add_ref(executor, move, y_index, offsetof(ember_k_gather_params, y));
+  } else {
+    add_ref(executor, step, y_index, GEMM_D);
+    if (is_io(y)) executor->io_alignment[io_slot(executor, y)] = EMBER_CUDA_GEMM_IO_ALIGNMENT;
+  }
   *out_done = true;
   return NULL;
 }
 
-static ember_status* build_conv2d(ember_cuda_executor* executor, uint32_t i,
+/* A ReLU of tensor t in place: a CONV2D's fused RELU where its GEMM's epilogue could not
+ * take it. */
+static void add_relu_in_place(ember_cuda_executor* executor, uint32_t op_index, uint32_t t) {
+  const ember_tensor_desc* y = &executor->plan->tensors[t];
+  ember_k_unary_params p = {0};
+  p.count = y->numel;
+  p.op = EMBER_K_UNARY_RELU;
+  ember_cuda_step* step = add_kernel_step(
+      executor, op_index, EMBER_CUDA_KERNEL_UNARY + ember_cuda_dtype_index(y->dtype),
+      grid_for_vectors(executor, y->nbytes), &p, sizeof p);
+  add_ref(executor, step, t, offsetof(ember_k_unary_params, x));
+  add_ref(executor, step, t, offsetof(ember_k_unary_params, y));
+}
+
+/* CONV2D op i, and the RELU `fused` (an op, or EMBER_PLAN_NO_INDEX) whose output it then
+ * writes. */
+static ember_status* build_conv2d(ember_cuda_executor* executor, uint32_t i, uint32_t fused,
                                   size_t* max_workspace) {
-  const ember_tensor_desc* y = ember_plan_op_output_tensor(executor->plan, &executor->plan->ops[i], 0);
-  if (y->numel == 0) return NULL;
+  const ember_plan* plan = executor->plan;
+  const ember_op_desc* op = &plan->ops[i];
+  const uint32_t y = fused == EMBER_PLAN_NO_INDEX ? ember_plan_op_output(plan, op, 0)
+                                                  : ember_plan_op_output(plan, &plan->ops[fused], 0);
+  if (plan->tensors[y].numel == 0) return NULL;
+  bool done = false, relu_done = false;
   if (executor->conv_weight_offset[i] != UINT64_MAX) {
-    bool done;
-    EMBER_RETURN_IF_ERROR(build_conv2d_gemm(executor, i, max_workspace, &done));
-    if (done) return NULL;
+    EMBER_RETURN_IF_ERROR(build_conv2d_gemm(executor, i, y, fused != EMBER_PLAN_NO_INDEX,
+                                            max_workspace, &done, &relu_done));
   }
-  build_conv2d_direct(executor, i);
+  if (!done) build_conv2d_direct(executor, i, y);
+  if (fused != EMBER_PLAN_NO_INDEX && !relu_done) add_relu_in_place(executor, fused, y);
   return NULL;
+}
+
+/* How far a pool's windows reach along one axis, past the last output, with room for the
+ * kernel's last step: (out + 1) * stride + (k + 1) * dilation + pad + size. */
+static bool pool_reach(int64_t out, int64_t stride, int64_t k, int64_t dilation, int64_t pad,
+                       int64_t size, uint64_t* out_reach) {
+  uint64_t a, b;
+  return ember_checked_mul_u64((uint64_t)out + 1u, (uint64_t)stride, &a) &&
+         ember_checked_mul_u64((uint64_t)k + 1u, (uint64_t)dilation, &b) &&
+         ember_checked_add_u64(a, b, out_reach) &&
+         ember_checked_add_u64(*out_reach, (uint64_t)pad + (uint64_t)size, out_reach);
+}
+
+/* Sets MAX_POOL2D's 32-bit path (kernel_params.h) when the output count and the index of
+ * every window tap, (plane * h + tap row) * w + tap column, inside the input or not, fit
+ * in int32. */
+static void set_pool2d_index32(ember_k_pool2d_params* p) {
+  const uint64_t limit = (uint64_t)INT32_MAX - 64u;
+  uint64_t outputs, reach_h, reach_w, index;
+  const bool fits =
+      p->kind == EMBER_K_POOL_MAX &&
+      ember_checked_mul_u64((uint64_t)p->planes, (uint64_t)(p->oh * p->ow), &outputs) &&
+      outputs <= limit &&
+      pool_reach(p->oh, p->stride_h, p->kh, p->dilation_h, p->pad_h, p->h, &reach_h) &&
+      pool_reach(p->ow, p->stride_w, p->kw, p->dilation_w, p->pad_w, p->w, &reach_w) &&
+      ember_checked_mul_u64((uint64_t)p->planes, (uint64_t)p->h, &index) &&
+      ember_checked_add_u64(index, reach_h, &index) &&
+      ember_checked_mul_u64(index, (uint64_t)p->w, &index) &&
+      ember_checked_add_u64(index, reach_w, &index) && index <= limit;
+  if (!fits) return; /* int64 math */
+  p->index32 = 1;
+  fast_divisor((uint64_t)p->ow, &p->div_mul[0], &p->div_shift[0]);
+  fast_divisor((uint64_t)p->oh, &p->div_mul[1], &p->div_shift[1]);
 }
 
 static void build_pool2d(ember_cuda_executor* executor, uint32_t i) {
@@ -1453,6 +1645,7 @@ static void build_pool2d(ember_cuda_executor* executor, uint32_t i) {
       p.divisor_override = ember_plan_op_attr(plan, op, EMBER_ATTR_AVG_POOL_DIVISOR_OVERRIDE);
     }
   }
+  set_pool2d_index32(&p);
   ember_cuda_step* step = add_kernel_step(
       executor, i, EMBER_CUDA_KERNEL_POOL2D + ember_cuda_dtype_index(y->dtype),
       grid_for_elements(executor, y->numel), &p, sizeof p);
@@ -1460,9 +1653,11 @@ static void build_pool2d(ember_cuda_executor* executor, uint32_t i) {
   add_ref(executor, step, ember_plan_op_output(plan, op, 0), offsetof(ember_k_pool2d_params, y));
 }
 
-/* Steps op i can add: a GEMM and its bias_act, or one copy per CAT input. */
+/* Steps op i can add: a GEMM and its bias_act, CONV2D's and SDPA's three, or one copy
+ * per CAT input. */
 static uint64_t max_steps_of(const ember_op_desc* op) {
-  if (op->opcode == EMBER_OP_SDPA) return 3u; /* GEMM, softmax, GEMM */
+  if (op->opcode == EMBER_OP_SDPA) return 3u;   /* GEMM, softmax, GEMM */
+  if (op->opcode == EMBER_OP_CONV2D) return 3u; /* im2col, GEMM, gather into NCHW */
   return op->opcode == EMBER_OP_CAT && op->num_inputs > 2 ? op->num_inputs : 2u;
 }
 
@@ -1563,7 +1758,12 @@ static ember_status* build_steps(ember_cuda_executor* executor, size_t* out_work
       case EMBER_OP_DIV:
       case EMBER_OP_POW:
       case EMBER_OP_MAXIMUM:
-      case EMBER_OP_MINIMUM: build_binary(executor, i); break;
+      case EMBER_OP_MINIMUM: {
+        const bool fuse = executor->fuse_next[i];
+        build_binary(executor, i, fuse ? i + 1 : EMBER_PLAN_NO_INDEX);
+        if (fuse) ++i; /* the RELU is done */
+        break;
+      }
       case EMBER_OP_WHERE: build_where(executor, i); break;
       case EMBER_OP_CAST: build_cast(executor, i); break;
       case EMBER_OP_EXPAND: build_expand(executor, i); break;
@@ -1574,7 +1774,12 @@ static ember_status* build_steps(ember_cuda_executor* executor, size_t* out_work
       case EMBER_OP_REDUCE_MEAN:
       case EMBER_OP_REDUCE_MAX: build_reduce(executor, i); break;
       case EMBER_OP_SDPA: status = build_sdpa(executor, i, out_workspace); break;
-      case EMBER_OP_CONV2D: status = build_conv2d(executor, i, out_workspace); break;
+      case EMBER_OP_CONV2D: {
+        const bool fuse = executor->fuse_next[i];
+        status = build_conv2d(executor, i, fuse ? i + 1 : EMBER_PLAN_NO_INDEX, out_workspace);
+        if (fuse && status == NULL) ++i; /* the RELU is done */
+        break;
+      }
       case EMBER_OP_MAX_POOL2D:
       case EMBER_OP_AVG_POOL2D:
       case EMBER_OP_ADAPTIVE_AVG_POOL2D: build_pool2d(executor, i); break;
@@ -1680,10 +1885,21 @@ static ember_status* capture_gemm(ember_cuda_executor* executor, ember_cuda_step
   return NULL;
 }
 
+/* Whether GEMM b poses the problem GEMM a did: the same sizes and the same candidate
+ * list from the heuristic (which saw the layouts, dtypes, epilogue and alignments), so
+ * a's choice is one of b's candidates and as fast for it. A transformer's layers repeat
+ * their GEMMs; timing each shape once keeps the search off init's bill. */
+static bool same_gemm_problem(const ember_cuda_gemm* a, const ember_cuda_gemm* b) {
+  return a->m == b->m && a->n == b->n && a->k == b->k && a->calls == b->calls &&
+         a->element_size == b->element_size && a->num_candidates == b->num_candidates &&
+         memcmp(a->candidates, b->candidates, a->num_candidates * sizeof a->candidates[0]) == 0;
+}
+
 /* Times every candidate algorithm of each GEMM step on its real operands (one warm-up
  * run, then three timed) and keeps the fastest: the heuristic's first choice is a guess,
  * and for small or oddly shaped products often not the fastest. A candidate that fails
- * to launch is skipped. Runs at prepare, before the warm-up run. */
+ * to launch is skipped; a GEMM that poses a problem already timed takes its choice. Runs
+ * at prepare, before the warm-up run. */
 static ember_status* choose_gemm_algorithms(ember_cuda_executor* executor) {
   const ember_cuda_driver* driver = executor->driver;
   CUevent events[2] = {NULL, NULL};
@@ -1702,7 +1918,14 @@ static ember_status* choose_gemm_algorithms(ember_cuda_executor* executor) {
     if (gemm->num_candidates < 2) continue;
     uint32_t best = 0;
     float best_ms = -1.0f;
-    for (uint32_t c = 0; c < gemm->num_candidates && status == NULL; ++c) {
+    bool timed = false;
+    for (uint32_t t = 0; t < s && !timed; ++t) {
+      const ember_cuda_step* earlier = &executor->steps[t];
+      if (!earlier->is_gemm || !same_gemm_problem(&executor->gemms[earlier->gemm], gemm)) continue;
+      best = executor->gemms[earlier->gemm].chosen;
+      timed = true;
+    }
+    for (uint32_t c = 0; c < gemm->num_candidates && status == NULL && !timed; ++c) {
       ember_cuda_gemm_choose(gemm, c);
       ember_status* failed = enqueue_gemm_step(executor, step);
       if (failed != NULL) {
@@ -2070,6 +2293,7 @@ static void cuda_executor_destroy(ember_executor* base) {
       if (executor->embedding_error != 0) driver->cuMemFree(executor->embedding_error);
       if (executor->conv_col != 0) driver->cuMemFree(executor->conv_col);
       if (executor->conv_weights != 0) driver->cuMemFree(executor->conv_weights);
+      if (executor->conv_out != 0) driver->cuMemFree(executor->conv_out);
       if (executor->sdpa_scratch != 0) driver->cuMemFree(executor->sdpa_scratch);
       if (executor->staging != 0) driver->cuMemFree(executor->staging);
       if (executor->constants != 0) driver->cuMemFree(executor->constants);
@@ -2200,21 +2424,26 @@ static ember_status* open_device(ember_cuda_executor* executor) {
 
 static ember_status* prepare_in_context(ember_cuda_executor* executor) {
   const ember_cuda_driver* driver = executor->driver;
+  ember_cuda_init_timer* timer = &executor->init_timer;
   CU_CHECK(executor, driver->cuStreamCreate(&executor->stream, CU_STREAM_NON_BLOCKING),
            "cuStreamCreate");
   EMBER_RETURN_IF_ERROR(ember_cuda_kernels_load(driver, &executor->kernels));
   executor->kernels_loaded = true;
+  ember_cuda_init_timer_mark(timer, "stream, Ember's kernels");
   cublasStatus_t lt_result = executor->lt->cublasLtCreate(&executor->lt_handle);
   if (lt_result != CUBLAS_STATUS_SUCCESS) {
     executor->lt_handle = NULL;
     return ember_cublaslt_status(executor->lt, lt_result, "cublasLtCreate");
   }
+  ember_cuda_init_timer_mark(timer, "cublasLtCreate");
   uint64_t extra_arena;
   EMBER_RETURN_IF_ERROR(plan_fusions(executor, &extra_arena));
   EMBER_RETURN_IF_ERROR(allocate_memory(executor, extra_arena));
   EMBER_RETURN_IF_ERROR(allocate_embedding_error(executor));
+  ember_cuda_init_timer_mark(timer, "memory, constants");
   EMBER_RETURN_IF_ERROR(prepare_conv_gemms(executor));
   EMBER_RETURN_IF_ERROR(prepare_sdpa_scratch(executor));
+  ember_cuda_init_timer_mark(timer, "conv weights, SDPA scratch");
   size_t workspace_size = 0;
   EMBER_RETURN_IF_ERROR(build_steps(executor, &workspace_size));
   /* Room for whichever candidate algorithm the search keeps. */
@@ -2224,17 +2453,21 @@ static ember_status* prepare_in_context(ember_cuda_executor* executor) {
   }
   EMBER_RETURN_IF_ERROR(allocate(executor, workspace_size, "GEMM workspace", &executor->workspace));
   executor->workspace_size = workspace_size;
+  ember_cuda_init_timer_mark(timer, "steps, cuBLASLt heuristics");
   EMBER_RETURN_IF_ERROR(choose_gemm_algorithms(executor));
+  ember_cuda_init_timer_mark(timer, "GEMM algorithm search");
   /* One run now, on the staging buffers: kernels and cuBLASLt finish loading here rather
    * than inside a capture or a caller's first run, and a launch that cannot work fails
    * in create. */
   EMBER_RETURN_IF_ERROR(enqueue_eager(executor, NULL));
   CU_CHECK(executor, driver->cuStreamSynchronize(executor->stream), "cuStreamSynchronize(warm-up)");
+  ember_cuda_init_timer_mark(timer, "warm-up run");
   if (ember_settings_get()->cuda_profile) {
     EMBER_RETURN_IF_ERROR(
         ember_cuda_profile_create(driver, executor->num_steps, &executor->profile));
   }
   if (executor->use_graph && executor->num_steps > 0) EMBER_RETURN_IF_ERROR(build_graph(executor));
+  ember_cuda_init_timer_mark(timer, "graph");
   return NULL;
 }
 
@@ -2242,6 +2475,8 @@ static ember_status* cuda_executor_prepare(const ember_plan* plan,
                                            ember_executor** out_executor) {
   *out_executor = NULL;
   EMBER_RETURN_IF_ERROR(check_dynamic_plan(plan));
+  ember_cuda_init_timer timer;
+  ember_cuda_init_timer_start(&timer);
   const ember_cuda_driver* driver;
   EMBER_RETURN_IF_ERROR(ember_cuda_driver_get(&driver));
   const ember_cublaslt_library* lt;
@@ -2257,8 +2492,11 @@ static ember_status* cuda_executor_prepare(const ember_plan* plan,
   executor->driver = driver;
   executor->lt = lt;
   executor->use_graph = ember_settings_get()->cuda_graphs && !ember_settings_get()->cuda_profile;
+  executor->init_timer = timer;
+  ember_cuda_init_timer_mark(&executor->init_timer, "driver, cuBLASLt library (once)");
 
   ember_status* status = open_device(executor);
+  ember_cuda_init_timer_mark(&executor->init_timer, "device, primary context");
   if (status == NULL) {
     CUresult result = driver->cuCtxPushCurrent(executor->context);
     if (result != CUDA_SUCCESS) {
@@ -2273,6 +2511,7 @@ static ember_status* cuda_executor_prepare(const ember_plan* plan,
     cuda_executor_destroy(&executor->base);
     return status;
   }
+  if (ember_settings_get()->cuda_profile) ember_cuda_init_timer_report(&executor->init_timer, stderr);
   *out_executor = &executor->base;
   return NULL;
 }
@@ -2294,11 +2533,15 @@ void ember_cuda_executor_get_info(const ember_executor* base,
     const ember_cuda_step* step = &executor->steps[s];
     if (step->is_gemm && executor->plan->ops[step->op_index].opcode == EMBER_OP_CONV2D) {
       ++out_info->conv_gemms;
+      if (step->fixed[GEMM_D] != 0) ++out_info->conv_gemms_flat;
     }
     const ember_op_desc* op = &executor->plan->ops[step->op_index];
     if (!step->is_gemm && linear_takes_gemv(executor->plan, op)) {
       ++out_info->gemv_kernels;
       if (executor->fuse_next[step->op_index]) ++out_info->fused_activations;
+    }
+    if (is_binary(op->opcode) && executor->fuse_next[step->op_index]) {
+      ++out_info->fused_activations;
     }
   }
   out_info->graph = executor->use_graph;

@@ -33,10 +33,12 @@ typedef struct ember_cuda_executor_info {
   uint32_t steps;                /* kernel launches and GEMMs per run */
   uint32_t gemms;                /* cuBLASLt GEMMs */
   uint32_t fused_biases;         /* GEMMs whose bias is added in the cuBLASLt epilogue */
-  uint32_t fused_activations;    /* activation ops done by a GEMM's epilogue or a gemv kernel */
+  uint32_t fused_activations;    /* activation ops done by a GEMM's epilogue, a gemv kernel or
+                                    a binary kernel */
   uint32_t bias_act_kernels;     /* epilogues cuBLASLt could not fuse, done by a kernel */
   uint32_t relocated_tensors;    /* fused activation outputs moved past the plan's arena */
   uint32_t conv_gemms;           /* CONV2D ops run as im2col + GEMM (the rest: direct) */
+  uint32_t conv_gemms_flat;      /* of those, run as one GEMM over all images */
   uint32_t gemv_kernels;         /* LINEAR ops of few rows run as the gemv kernel, not cuBLASLt */
   bool graph;                    /* runs replay a CUDA graph */
   uint64_t graph_node_updates;   /* graph nodes updated for changed bound pointers */

@@ -112,6 +112,7 @@ static ember_status* find_algorithm(const ember_cublaslt_library* lt, cublasLtHa
 }
 
 void ember_cuda_gemm_choose(ember_cuda_gemm* gemm, uint32_t c) {
+  gemm->chosen = c;
   gemm->algo = gemm->candidates[c];
   gemm->workspace_size = gemm->candidate_workspace[c];
 }
@@ -381,8 +382,15 @@ static ember_status* gemm_prepare_plain(const ember_cublaslt_library* lt,
       min_u32(request->alignments[2], alignment_of((uint64_t)request->strides[2] * d_es))};
   alignments[2] = alignments[3]; /* C is D */
   bool found = false;
-  EMBER_RETURN_IF_ERROR(find_algorithm(lt, handle, gemm, CUBLASLT_EPILOGUE_DEFAULT, 0,
-                                       alignments, request->max_workspace, &found));
+  if (request->relu) {
+    EMBER_RETURN_IF_ERROR(find_algorithm(lt, handle, gemm, CUBLASLT_EPILOGUE_RELU, 0,
+                                         alignments, request->max_workspace, &found));
+    if (found) gemm->activation_fused = EMBER_CUDA_GEMM_ACT_RELU;
+  }
+  if (!found) {
+    EMBER_RETURN_IF_ERROR(find_algorithm(lt, handle, gemm, CUBLASLT_EPILOGUE_DEFAULT, 0,
+                                         alignments, request->max_workspace, &found));
+  }
   if (!found) {
     return ember_status_make(EMBER_UNAVAILABLE, "cuda executor: cuBLASLt has no algorithm for "
                              "m=%" PRIu64 " n=%" PRIu64 " k=%" PRIu64 " batch %" PRId32 " %s",

@@ -69,6 +69,7 @@ typedef struct ember_cuda_gemm {
   /* The heuristic's best algorithms, in its order (algo is the first until the executor
    * times them on the real operands and keeps the fastest: ember_cuda_gemm_choose). */
   uint32_t num_candidates;
+  uint32_t chosen; /* which candidate algo is */
   cublasLtMatmulAlgo_t candidates[EMBER_CUDA_GEMM_CANDIDATES];
   size_t candidate_workspace[EMBER_CUDA_GEMM_CANDIDATES];
 } ember_cuda_gemm;
@@ -101,8 +102,8 @@ ember_status* ember_cuda_gemm_prepare(const ember_cublaslt_library* lt, cublasLt
                                       ember_cuda_gemm* out_gemm);
 
 /* A plain strided-batched GEMM that is not a plan op (CONV2D's implicit GEMM, SDPA's two
- * products): D = op(A)·B, column-major, no epilogue; `batch` products with element
- * strides strides[0..3) for A, B and D (0: shared). op(A) is A, or Aᵀ with transpose_a
+ * products): D = op(A)·B, column-major, with at most a ReLU after; `batch` products
+ * with element strides strides[0..3) for A, B and D (0: shared). op(A) is A, or Aᵀ with transpose_a
  * (then A is stored [k, m] with leading dimension lda). A and B are `dtype`; D is
  * d_dtype: dtype, or float32 (scores kept in float32). alignments[]: of A, B, D's
  * addresses at prepare (bytes). a_tensor, b_tensor, bias_tensor and d_tensor are
@@ -112,6 +113,9 @@ typedef struct ember_cuda_gemm_plain {
   ember_dtype dtype;
   ember_dtype d_dtype;
   bool transpose_a;
+  /* Ask for CUBLASLT_EPILOGUE_RELU; activation_fused says whether the heuristic had one
+   * (if not, the caller applies it). */
+  bool relu;
   uint64_t m, n, k;
   int64_t lda, ldb, ldd;
   int32_t batch;

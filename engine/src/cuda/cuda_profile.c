@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* The steps the report lists one by one; the rest are summed per opcode only. */
 #define EMBER_PROFILE_TOP_STEPS 25u
@@ -142,4 +143,36 @@ void ember_cuda_profile_destroy(ember_cuda_profile* profile) {
   free(profile->events);
   free(profile->step_ms);
   free(profile);
+}
+
+/* C11's wall clock: init phases are milliseconds long, far above its resolution. */
+static double now_ms(void) {
+  struct timespec ts;
+  if (timespec_get(&ts, TIME_UTC) != TIME_UTC) return 0.0;
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+void ember_cuda_init_timer_start(ember_cuda_init_timer* timer) {
+  memset(timer, 0, sizeof *timer);
+  timer->last_ms = now_ms();
+}
+
+void ember_cuda_init_timer_mark(ember_cuda_init_timer* timer, const char* phase) {
+  const double now = now_ms();
+  if (timer->count < EMBER_CUDA_INIT_PHASES) {
+    timer->names[timer->count] = phase;
+    timer->ms[timer->count] = now - timer->last_ms;
+    ++timer->count;
+  }
+  timer->last_ms = now;
+}
+
+void ember_cuda_init_timer_report(const ember_cuda_init_timer* timer, FILE* out) {
+  double total = 0.0;
+  for (uint32_t i = 0; i < timer->count; ++i) total += timer->ms[i];
+  fprintf(out, "ember profile: init %.1f ms (wall time of the CUDA executor's prepare)\n", total);
+  for (uint32_t i = 0; i < timer->count; ++i) {
+    fprintf(out, "  %-34s %9.2f ms\n", timer->names[i], timer->ms[i]);
+  }
+  fflush(out);
 }

@@ -43,4 +43,23 @@ void ember_cuda_profile_report(const ember_cuda_profile* profile, const ember_pl
 /* Destroys the events (in the current context) and frees the profile; NULL is a no-op. */
 void ember_cuda_profile_destroy(ember_cuda_profile* profile);
 
+/* Wall time of the phases of a CUDA executor's prepare (libraries, context, memory, GEMM
+ * heuristics and search, warm-up, graph), printed with EMBER_CUDA_PROFILE=1 at the end of
+ * prepare: init has a bound of its own (issue 6), and this says which phase to work on. */
+#define EMBER_CUDA_INIT_PHASES 16
+
+typedef struct ember_cuda_init_timer {
+  double last_ms;
+  uint32_t count;
+  const char* names[EMBER_CUDA_INIT_PHASES];
+  double ms[EMBER_CUDA_INIT_PHASES];
+} ember_cuda_init_timer;
+
+void ember_cuda_init_timer_start(ember_cuda_init_timer* timer);
+
+/* Ends the phase named `phase` (a string literal) now; the next one starts. */
+void ember_cuda_init_timer_mark(ember_cuda_init_timer* timer, const char* phase);
+
+void ember_cuda_init_timer_report(const ember_cuda_init_timer* timer, FILE* out);
+
 #endif /* EMBER_SRC_CUDA_CUDA_PROFILE_H_ */

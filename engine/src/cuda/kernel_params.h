@@ -63,9 +63,10 @@ typedef struct ember_k_unary_params {
   float clamp_max;
 } ember_k_unary_params;
 
-/* ember_binary_<dtype>: y = a op b, broadcast. The host collapses dims first, so `rank`
- * is usually 1 or 2. dims are y's; a_strides/b_strides are element strides of a and b
- * per y dim (0 where that input is broadcast along the dim). */
+/* ember_binary_<dtype>: y = a op b, broadcast, then a ReLU when `relu` is set (a RELU op
+ * fused into the binary op: resnet's residual ADD). The host collapses dims first, so
+ * `rank` is usually 1 or 2. dims are y's; a_strides/b_strides are element strides of a
+ * and b per y dim (0 where that input is broadcast along the dim). */
 typedef struct ember_k_binary_params {
   uint64_t a;
   uint64_t b;
@@ -73,6 +74,8 @@ typedef struct ember_k_binary_params {
   uint64_t count; /* elements of y */
   int32_t op;     /* ember_k_binary_op */
   uint32_t rank;  /* 1..EMBER_K_MAX_RANK */
+  int32_t relu;
+  int32_t reserved;
   int64_t dims[EMBER_K_MAX_RANK];
   int64_t a_strides[EMBER_K_MAX_RANK];
   int64_t b_strides[EMBER_K_MAX_RANK];
@@ -81,16 +84,27 @@ typedef struct ember_k_binary_params {
 /* ember_gather_<element size 1, 2, 4, 8>: PERMUTE, EXPAND and SLICE. y[i] = x[x_offset +
  * offset(i)], where i walks y's dims row-major and offset adds x_strides[d] per step of y
  * dim d (x's element stride along the x dim that becomes y dim d; 0 where EXPAND
- * broadcasts; times the step for SLICE's dim). */
+ * broadcasts; times the step for SLICE's dim).
+ *
+ * Every count, dim, stride and offset here is in units of `vector` elements: the host
+ * widens a gather whose innermost dim is contiguous (x stride 1) so that each unit is
+ * 4, 8 or 16 bytes (cuda_executor.c fill_gather_params). The kernel moves a unit in one
+ * load and store when x and y are aligned to it, else element by element. */
 typedef struct ember_k_gather_params {
   uint64_t x;
   uint64_t y;
-  uint64_t count;
-  int64_t x_offset; /* elements */
+  uint64_t count;   /* units of y */
+  int64_t x_offset; /* units */
   uint32_t rank;    /* 1..EMBER_K_MAX_RANK */
+  uint32_t vector;  /* elements per unit: 1, or a power of two up to 16 bytes' worth */
+  /* Set by the host when count and every x offset fit in int32: 32-bit index math, and
+   * a division by dims[d] (d >= 1) is (umulhi(n, div_mul[d]) + n) >> div_shift[d]. */
+  int32_t index32;
   uint32_t reserved;
   int64_t dims[EMBER_K_MAX_RANK];
   int64_t x_strides[EMBER_K_MAX_RANK];
+  uint32_t div_mul[EMBER_K_MAX_RANK];
+  uint32_t div_shift[EMBER_K_MAX_RANK];
 } ember_k_gather_params;
 
 /* ember_copy_rows: `rows` rows of row_bytes bytes, row r from x + x_offset + r * x_pitch
@@ -231,13 +245,16 @@ typedef struct ember_k_conv2d_params {
   int32_t reserved;
 } ember_k_conv2d_params;
 
-/* ember_im2col_<dtype>: CONV2D's implicit GEMM, groups 1. col is [N, C·KH·KW + 1, OH·OW]:
- * row (c, ki, kj) of image n holds the input under that kernel tap for every output
- * position (0 in the padding), and the last row holds 1 (it meets the bias, which the
- * executor appends to each weight row). */
+/* ember_im2col_<dtype>: CONV2D's implicit GEMM, groups 1. col has `rows` rows per image
+ * (C·KH·KW + 1, rounded up to a multiple of 8 so that the GEMM's K keeps its operands
+ * 16-byte aligned): row (c, ki, kj) holds the input under that kernel tap for every output
+ * position (0 in the padding), row C·KH·KW holds 1 (it meets the bias, which the executor
+ * appends to each weight row) and the rows past it hold 0. image_major: col is
+ * [N, rows, OH·OW] (one GEMM per image); else [rows, N, OH·OW] (one GEMM over every
+ * image's positions). */
 typedef enum ember_k_im2col_divisor {
   EMBER_K_IM2COL_DIV_POSITIONS = 0, /* oh * ow */
-  EMBER_K_IM2COL_DIV_ROWS = 1,      /* c * kh * kw + 1 */
+  EMBER_K_IM2COL_DIV_OUTER = 1,     /* rows when image_major, else n */
   EMBER_K_IM2COL_DIV_OW = 2,
   EMBER_K_IM2COL_DIV_KW = 3,
   EMBER_K_IM2COL_DIV_KH = 4,
@@ -249,11 +266,12 @@ typedef struct ember_k_im2col_params {
   uint64_t col;
   int64_t n, c, h, w, kh, kw, oh, ow;
   int64_t stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w;
+  int64_t rows;
   /* Set by the host when every index and coordinate the kernel computes fits in int32:
    * the kernel then uses 32-bit math and divides a numerator n < 2^31 by divisor k as
    * (umulhi(n, div_mul[k]) + n) >> div_shift[k]. 0: int64 math throughout. */
   int32_t index32;
-  uint32_t reserved;
+  int32_t image_major;
   uint32_t div_mul[EMBER_K_IM2COL_DIVISORS];
   uint32_t div_shift[EMBER_K_IM2COL_DIVISORS];
 } ember_k_im2col_params;
@@ -274,6 +292,13 @@ typedef struct ember_k_pool2d_params {
   int64_t divisor_override; /* 0: none */
   int32_t kind;             /* ember_k_pool_kind */
   int32_t count_include_pad;
+  /* MAX only, set by the host when every index and window coordinate fits in int32:
+   * 32-bit math, dividing n < 2^31 by ow (div_*[0]) and oh (div_*[1]) as
+   * (umulhi(n, div_mul[k]) + n) >> div_shift[k]. 0: int64 math. */
+  int32_t index32;
+  uint32_t reserved;
+  uint32_t div_mul[2];
+  uint32_t div_shift[2];
 } ember_k_pool2d_params;
 
 /* ember_copy_bytes: nbytes bytes from x to y (RESHAPE, COPY); the regions do not overlap. */
@@ -294,8 +319,15 @@ typedef struct ember_k_softmax_params {
   int64_t inner;
 } ember_k_softmax_params;
 
-/* ember_layer_norm_<dtype>: one block per row of `cols` elements; w and b (cols elements)
- * are used when has_weight / has_bias are set. */
+/* ember_layer_norm_<dtype>: rows of `cols` elements; w and b (cols elements) are used
+ * when has_weight / has_bias are set. Rows of at most EMBER_K_LAYER_NORM_WARP_COLS take a
+ * warp each (EMBER_K_BLOCK / 32 rows a block; the host sizes the grid so), longer rows a
+ * block each. Where cols and every address allow 16-byte moves (checked per launch), a
+ * row of at most EMBER_K_LAYER_NORM_BLOCK_COLS is read once, into registers, up to
+ * EMBER_K_LAYER_NORM_PER_THREAD elements a thread; otherwise it is read three times. */
+#define EMBER_K_LAYER_NORM_PER_THREAD 32
+#define EMBER_K_LAYER_NORM_WARP_COLS (32 * EMBER_K_LAYER_NORM_PER_THREAD)
+#define EMBER_K_LAYER_NORM_BLOCK_COLS (EMBER_K_BLOCK * EMBER_K_LAYER_NORM_PER_THREAD)
 typedef struct ember_k_layer_norm_params {
   uint64_t x;
   uint64_t w;
@@ -350,9 +382,10 @@ typedef struct ember_k_gemv_params {
 #define EMBER_K_STATIC_ASSERT(cond, msg) _Static_assert(cond, msg)
 #endif
 EMBER_K_STATIC_ASSERT(sizeof(ember_k_unary_params) == 40, "unary params layout");
-EMBER_K_STATIC_ASSERT(sizeof(ember_k_binary_params) == 40 + 3 * 8 * EMBER_K_MAX_RANK,
+EMBER_K_STATIC_ASSERT(sizeof(ember_k_binary_params) == 48 + 3 * 8 * EMBER_K_MAX_RANK,
                       "binary params layout");
-EMBER_K_STATIC_ASSERT(sizeof(ember_k_gather_params) == 40 + 2 * 8 * EMBER_K_MAX_RANK,
+EMBER_K_STATIC_ASSERT(sizeof(ember_k_gather_params) == 48 + 2 * 8 * EMBER_K_MAX_RANK +
+                                                          2 * 4 * EMBER_K_MAX_RANK,
                       "gather params layout");
 EMBER_K_STATIC_ASSERT(sizeof(ember_k_copy_rows_params) == 64, "copy_rows params layout");
 EMBER_K_STATIC_ASSERT(sizeof(ember_k_where_params) == 48 + 4 * 8 * EMBER_K_MAX_RANK,
@@ -365,9 +398,10 @@ EMBER_K_STATIC_ASSERT(sizeof(ember_k_sdpa_params) == 112 + 2 * 8 * EMBER_K_MAX_R
                       "sdpa params layout");
 EMBER_K_STATIC_ASSERT(sizeof(ember_k_sdpa_softmax_params) == 48, "sdpa softmax params layout");
 EMBER_K_STATIC_ASSERT(sizeof(ember_k_conv2d_params) == 32 + 16 * 8 + 8, "conv2d params layout");
-EMBER_K_STATIC_ASSERT(sizeof(ember_k_im2col_params) == 16 + 14 * 8 + 8 + 2 * 4 * 5,
+EMBER_K_STATIC_ASSERT(sizeof(ember_k_im2col_params) == 16 + 15 * 8 + 8 + 2 * 4 * 5,
                       "im2col params layout");
-EMBER_K_STATIC_ASSERT(sizeof(ember_k_pool2d_params) == 16 + 14 * 8 + 8, "pool2d params layout");
+EMBER_K_STATIC_ASSERT(sizeof(ember_k_pool2d_params) == 16 + 14 * 8 + 16 + 4 * 4,
+                      "pool2d params layout");
 EMBER_K_STATIC_ASSERT(sizeof(ember_k_copy_params) == 24, "copy params layout");
 EMBER_K_STATIC_ASSERT(sizeof(ember_k_softmax_params) == 40, "softmax params layout");
 EMBER_K_STATIC_ASSERT(sizeof(ember_k_layer_norm_params) == 64, "layer norm params layout");

@@ -5,7 +5,9 @@ activation pairs the CUDA executor fuses into cuBLASLt epilogues; the ops of iss
 SLICE, CAT, EMBEDDING, reductions, SDPA causal and masked, CONV2D strided, dilated,
 grouped and depthwise, the pools), float16 overflow (inf and NaN through GELU, softmax
 and EXP), and a decoder block and a convnet block built from them; LINEARs of at most 8
-rows (the gemv kernel) followed by every activation, K with and without 16-byte loads.
+rows (the gemv kernel) followed by every activation, K with and without 16-byte loads;
+the wide, 32-bit and fallback paths of the gather, LAYER_NORM, MAX_POOL2D and SDPA's
+softmax (bandwidth_cases).
 
 Integer inputs are drawn as floor(uniform(low, high)), so an EMBEDDING case's range is
 its index range; bool inputs are 0 or 1 at random whatever the range.
@@ -17,9 +19,10 @@ Out:
   OUT_DIR/cases.txt     "<case> <low> <high> [<nmse scale>]" a line: the range the test
                         draws inputs from, and for whole programs of many ops (the
                         decoder and convnet blocks) a factor on the per-dtype NMSE bound
-  OUT_DIR/dynamic.txt   "<case> <low> <high> <supported>" a line: plans with a dynamic
-                        batch (dim 0 of the inputs, coefficient 1), run at several batch
-                        sizes; supported 0 for one the CUDA executor must refuse
+  OUT_DIR/dynamic.txt   "<case> <low> <high> <supported> [<nmse scale>]" a line: plans
+                        with a dynamic batch (dim 0 of the inputs, coefficient 1), run at
+                        several batch sizes; supported 0 for one the CUDA executor must
+                        refuse; the scale as in cases.txt (the attention program)
   OUT_DIR/bench.txt     plans that are only timed (too big for the CPU reference): the
                         demo's MLP, 4 x (Linear(1024, 1024) + GELU), float16
 
@@ -216,6 +219,22 @@ def cases():
         p.op(pw.Op.RELU, [t], p.out([4, 8, 12]))
     yield "matmul_relu", -1.0, 1.0, build_matmul_relu
 
+    # ADD + RELU: the RELU runs in the binary kernel (same shapes, a broadcast bias); not
+    # when the ADD's output has another reader.
+    def build_add_relu(p, b_shape):
+        t = p.tmp([6, 8, 16])
+        p.op(pw.Op.ADD, [p.input([6, 8, 16]), p.input(b_shape)], t)
+        p.op(pw.Op.RELU, [t], p.out([6, 8, 16]))
+    yield "add_relu_same", -1.0, 1.0, lambda p: build_add_relu(p, [6, 8, 16])
+    yield "add_relu_bias", -1.0, 1.0, lambda p: build_add_relu(p, [16])
+
+    def build_add_relu_two_readers(p):
+        t = p.tmp([5, 24])
+        p.op(pw.Op.ADD, [p.input([5, 24]), p.input([5, 24])], t)
+        r = p.op(pw.Op.RELU, [t], p.tmp([5, 24]))
+        p.op(pw.Op.MUL, [r, t], p.out([5, 24]))
+    yield "add_relu_two_readers", -1.0, 1.0, build_add_relu_two_readers
+
     # A GEMM output read twice must not be fused.
     def build_linear_two_readers(p):
         x = p.input([7, 16])
@@ -329,7 +348,7 @@ def cases():
 # Whole programs whose float16/bfloat16 roundings compound over ~25 ops: their NMSE bound
 # is this many times the single-op bound (still far tighter than issue 5's model
 # tolerance of 1e-2 relative error).
-PROGRAM_CASES = ("decoder_block", "convnet_block")
+PROGRAM_CASES = ("decoder_block", "convnet_block", "dyn_attention")
 PROGRAM_NMSE_SCALE = 10.0
 
 
@@ -540,7 +559,10 @@ def issue5_cases():
              ("depthwise", [2, 8, 10, 10], 8, 3, 3, (2, 2), (1, 1), (1, 1), 8, True),
              ("1x1", [2, 16, 5, 5], 8, 1, 1, (1, 1), (0, 0), (1, 1), 1, False),
              ("rect", [1, 3, 6, 12], 4, 1, 5, (1, 2), (0, 2), (1, 1), 1, True),
-             ("stem", [1, 3, 32, 32], 16, 7, 7, (2, 2), (3, 3), (1, 1), 1, False)]
+             ("stem", [1, 3, 32, 32], 16, 7, 7, (2, 2), (3, 3), (1, 1), 1, False),
+             # Two images of 48x48 positions (above the executor's 2048): one GEMM per
+             # image; the cases above with two images run as one GEMM over both.
+             ("per_image", [2, 5, 48, 48], 6, 3, 3, (1, 1), (1, 1), (1, 1), 1, True)]
     for name, x_shape, o, kh, kw, stride, pad, dil, groups, bias in convs:
         def build(p, x_shape=x_shape, o=o, kh=kh, kw=kw, stride=stride, pad=pad, dil=dil,
                   groups=groups, bias=bias):
@@ -552,6 +574,27 @@ def issue5_cases():
             p.op(pw.Op.CONV2D, ins, p.out([x_shape[0], o, oh, ow]),
                  [stride[0], stride[1], pad[0], pad[1], dil[0], dil[1], groups])
         yield f"conv2d_{name}", -1.0, 1.0, build
+
+    # CONV2D + RELU: the RELU runs in the conv's GEMM epilogue (after one GEMM over both
+    # images), or in place after the direct kernel (groups 2); the chain's second RELU may
+    # land on the bytes of the first conv's output.
+    def build_conv_relu_chain(p):
+        x = p.input([2, 4, 8, 8])
+        t = x
+        for k, (cin, cout) in enumerate(((4, 6), (6, 6))):
+            c = p.op(pw.Op.CONV2D, [t, p.const([cout, cin, 3, 3], 0.3), p.const([cout], 0.2)],
+                     p.tmp([2, cout, 8, 8]), [1, 1, 1, 1, 1, 1, 1])
+            t = p.op(pw.Op.RELU, [c], p.tmp([2, cout, 8, 8]))
+        p.op(pw.Op.CONV2D, [t, p.const([3, 6, 1, 1], 0.3)], p.out([2, 3, 8, 8]),
+             [1, 1, 0, 0, 1, 1, 1])
+    yield "conv2d_relu_chain", -1.0, 1.0, build_conv_relu_chain
+
+    def build_conv_relu_groups(p):
+        x = p.input([1, 4, 7, 7])
+        c = p.op(pw.Op.CONV2D, [x, p.const([6, 2, 3, 3], 0.3), p.const([6], 0.1)],
+                 p.tmp([1, 6, 7, 7]), [1, 1, 1, 1, 1, 1, 2])
+        p.op(pw.Op.RELU, [c], p.out([1, 6, 7, 7]))
+    yield "conv2d_relu_groups", -1.0, 1.0, build_conv_relu_groups
 
     # A weight that is an input (not a constant) runs on the direct kernel, not the GEMM.
     def build_conv_weight_input(p):
@@ -711,6 +754,117 @@ def gemv_cases():
     yield "gemv_chain", -1.0, 1.0, build_gemv_chain
 
 
+def bandwidth_cases():
+    """The paths of the memory-bound kernels (after the other cases, so their seeds stay
+    as they were): the gather in 16-, 8- and 4-byte units or by element (innermost dim
+    contiguous or not, odd sizes, a SLICE offset, EXPAND's zero strides, 1- and 8-byte
+    elements), LAYER_NORM by warp, by block and looping, with and without 16-byte moves,
+    MAX_POOL2D's 32-bit path with padding, dilation, ceil mode and NaN. The binding cases
+    of test_cuda_ops.c run some of them on pointers one element off 16-byte alignment."""
+    D = pw.Dtype
+    # (name, x shape, perm): the unit each dtype moves is in the comment (f16/bf16, f32).
+    for shape_name, shape, perm in (
+            ("w16", [4, 6, 3, 64], [1, 0, 2, 3]),      # 16 B, 16 B
+            ("inner4", [5, 3, 4], [1, 0, 2]),          # 8 B, 16 B
+            ("inner6", [4, 5, 6], [1, 0, 2]),          # 4 B, 8 B
+            ("inner2", [3, 7, 2], [1, 0, 2]),          # 4 B, 8 B
+            ("odd", [3, 5, 7], [1, 0, 2]),             # elements
+            ("inner_strided", [4, 8, 16], [0, 2, 1]),  # elements: innermost stride 16
+            ("encoder_qkv", [16, 8, 3, 1, 768], [2, 0, 1, 3, 4]),
+            ("heads", [4, 128, 12, 64], [0, 2, 1, 3])):
+        def build(p, shape=shape, perm=perm):
+            x = p.input(shape)
+            p.op(pw.Op.PERMUTE, [x], p.out([shape[i] for i in perm]), perm)
+        yield f"permute_{shape_name}", -2.0, 2.0, build
+
+    # Elements of 8 bytes (int64: 16-byte units) and of 1 byte (bool: 16-, 8-, 4-byte units).
+    for shape_name, shape, dtype in (("i64", [3, 4, 6], D.INT64), ("bool16", [3, 4, 16], D.BOOL),
+                                     ("bool8", [4, 5, 8], D.BOOL), ("bool4", [6, 5, 4], D.BOOL)):
+        def build(p, shape=shape, dtype=dtype):
+            x = p.input(shape, dtype)
+            p.op(pw.Op.PERMUTE, [x], p.out([shape[1], shape[0], shape[2]], dtype), [1, 0, 2])
+        yield f"permute_{shape_name}", -50.0, 50.0, build
+
+    # SLICE with a step over an outer dim: a gather with a nonzero offset, widened.
+    for shape_name, x_shape, dim, start, step, length in (
+            ("rows_step2", [6, 12], 0, 1, 2, 3),           # 8 B, 16 B
+            ("rows_step2_w16", [7, 3, 32], 0, 2, 2, 3),    # 16 B, 16 B
+            ("rows_step3_odd", [7, 10], 0, 1, 3, 2)):      # 4 B, 8 B
+        def build(p, x_shape=x_shape, dim=dim, start=start, step=step, length=length):
+            x = p.input(x_shape)
+            y_shape = list(x_shape)
+            y_shape[dim] = length
+            p.op(pw.Op.SLICE, [x], p.out(y_shape), [dim, start, step])
+        yield f"slice_{shape_name}", -2.0, 2.0, build
+
+    # EXPAND along an outer dim of a contiguous innermost one: zero strides, widened.
+    for shape_name, x_shape, y_shape in (("inner_w", [3, 1, 16], [3, 5, 16]),
+                                         ("outer_w", [1, 24], [7, 24])):
+        def build(p, x_shape=x_shape, y_shape=y_shape):
+            x = p.input(x_shape)
+            p.op(pw.Op.EXPAND, [x], p.out(y_shape))
+        yield f"expand_{shape_name}", -2.0, 2.0, build
+
+    # LAYER_NORM: a warp per row up to 1024 columns, a block up to 8192, then the loop;
+    # 16-byte moves when the columns are a multiple of 8 (float16/bfloat16) or 4 (float32).
+    for shape_name, shape, weight, bias in (
+            ("vec768", [64, 768], True, True),
+            ("odd100", [7, 100], True, True),       # float32 vectors, 16-bit elements
+            ("odd203", [5, 203], True, False),      # elements
+            ("many_rows", [40000, 16], True, True),  # more rows than the grid has warps
+            ("block", [4, 3000], True, True),
+            ("block_odd", [3, 2050], False, True),  # a block per row, elements
+            ("block_full", [2, 8192], True, True),  # the most a block holds
+            ("long", [2, 10000], True, True)):      # the loop
+        def build(p, shape=shape, weight=weight, bias=bias):
+            x = p.input(shape)
+            norm = shape[-1:]
+            ins = [x] + ([p.const(norm)] if weight else []) + ([p.const(norm)] if bias else [])
+            p.op(pw.Op.LAYER_NORM, ins, p.out(shape), [1, pw.f64_bits(1e-5), int(weight), int(bias)])
+        yield f"layer_norm_{shape_name}", -3.0, 3.0, build
+
+    # MAX_POOL2D (32-bit path; 3x3 and 2x2 windows of dilation 1 unrolled, others not):
+    # (name, x shape, kernel, stride, pad, dilation, ceil mode).
+    for name, x_shape, k, st, pad, dil, ceil in (
+            ("resnet", [2, 8, 32, 32], 3, 2, 1, 1, 0),
+            ("big", [4, 16, 56, 56], 3, 2, 1, 1, 0),
+            ("ceil_pad", [1, 3, 9, 9], 3, 2, 1, 1, 1),
+            ("dil_ceil", [1, 2, 11, 11], 3, 2, 1, 2, 1),
+            ("k2s2", [2, 4, 16, 16], 2, 2, 0, 1, 0),
+            ("k5s3p2", [1, 2, 13, 13], 5, 3, 2, 1, 1)):
+        def build(p, x_shape=x_shape, k=k, st=st, pad=pad, dil=dil, ceil=ceil):
+            x = p.input(x_shape)
+            o = window_out(x_shape[2], k, st, pad, dil, bool(ceil))
+            p.op(pw.Op.MAX_POOL2D, [x], p.out(x_shape[:2] + [o, o]),
+                 [k, k, st, st, pad, pad, dil, dil, ceil])
+        yield f"pool_max_{name}", -2.0, 2.0, build
+
+    # NaN in the windows (LOG of the few negative inputs): both executors must put NaN in
+    # the same places.
+    def build_pool_nan(p):
+        x = p.input([2, 3, 9, 9])
+        t = p.op(pw.Op.LOG, [x], p.tmp([2, 3, 9, 9]))
+        p.op(pw.Op.MAX_POOL2D, [t], p.out([2, 3, 5, 5]), [3, 3, 2, 2, 1, 1, 1, 1, 0])
+    yield "pool_max_nan", -0.1, 4.0, build_pool_nan
+
+    # SDPA as GEMM, softmax, GEMM: rows of a multiple of 4 keys take the softmax's float4
+    # path, longer than the 512 keys kept in registers, causal or not; 37 keys the scalar one.
+    def sdpa_build(batch, l, s, e, causal):
+        def build(p):
+            q = p.input(batch + [l, e])
+            k = p.input(batch + [s, e])
+            v = p.input(batch + [s, e])
+            p.op(pw.Op.SDPA, [q, k, v], p.out(batch + [l, e]),
+                 [int(causal), pw.f64_bits(1.0 / math.sqrt(e))])
+        return build
+    for name, build in (("keys64", sdpa_build([2, 3], 16, 64, 16, False)),
+                        ("keys36_causal", sdpa_build([2], 40, 36, 8, True)),
+                        ("long", sdpa_build([1, 2], 8, 1000, 16, False)),
+                        ("long_causal", sdpa_build([1], 600, 600, 8, True)),
+                        ("keys37", sdpa_build([2], 8, 37, 8, False))):
+        yield f"sdpa_softmax_{name}", -1.0, 1.0, build
+
+
 def dynamic_cases():
     """Plans with a dynamic batch: (name, low, high, supported, build(p) -> None). The
     batch is dim 0 of every input (coefficient 1) and of what follows from it."""
@@ -809,7 +963,8 @@ def main():
     dtypes = (("f32", pw.Dtype.FLOAT32), ("f16", pw.Dtype.FLOAT16), ("bf16", pw.Dtype.BFLOAT16))
     lines = []
     seed = 0
-    for name, low, high, build in list(cases()) + list(issue5_cases()) + list(gemv_cases()):
+    for name, low, high, build in (list(cases()) + list(issue5_cases()) + list(gemv_cases()) +
+                                   list(bandwidth_cases())):
         for dtype_name, dtype in dtypes:
             seed += 1
             p = Plan(dtype, seed)
@@ -830,7 +985,9 @@ def main():
             case = f"{name}_{dtype_name}"
             with open(os.path.join(out_dir, case + ".plan"), "wb") as f:
                 f.write(p.w.to_bytes())
-            dynamic.append(f"{case} {low!r} {high!r} {supported}")
+            scale = PROGRAM_NMSE_SCALE if name in PROGRAM_CASES else None
+            dynamic.append(f"{case} {low!r} {high!r} {supported}" +
+                           (f" {scale!r}" if scale else ""))
     with open(os.path.join(out_dir, "dynamic.txt"), "w") as f:
         f.write("\n".join(dynamic) + "\n")
     bench = []

@@ -88,12 +88,136 @@ __device__ void sdpa(const ember_k_sdpa_params& p) {
   }
 }
 
+/* The vector path of sdpa_softmax: each lane takes 4 consecutive scores at a time (one
+ * float4 load; one 16-byte store of float32 or 8-byte store of float16/bfloat16, so a
+ * warp writes 32 contiguous pieces even for rows of 128 keys), per score the same
+ * formulas as the scalar path. These take the 4 scores of keys j0..j0 + 3. */
+__device__ __forceinline__ void softmax4_max(float4 raw, float scale, int64_t j0, int64_t keys,
+                                             float& m, bool& bad) {
+  const float pos_inf = __int_as_float(0x7f800000u);
+  const float v[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+  for (int t = 0; t < 4; ++t) {
+    if (j0 + t < keys) {
+      const float score = v[t] * scale;
+      bad = bad || isnan(score) || score == pos_inf;
+      m = fmaxf(m, score);
+    }
+  }
+}
+
+__device__ __forceinline__ float softmax4_sum(float4 raw, float scale, int64_t j0, int64_t keys,
+                                              float m) {
+  const float neg_inf = __int_as_float(0xff800000u);
+  const float v[4] = {raw.x, raw.y, raw.z, raw.w};
+  float sum = 0.0f;
+#pragma unroll
+  for (int t = 0; t < 4; ++t) {
+    if (j0 + t < keys) {
+      const float score = v[t] * scale;
+      sum += score == neg_inf ? 0.0f : expf(score - m);
+    }
+  }
+  return sum;
+}
+
+/* Writes the 4 probabilities of keys j0..j0 + 3 as piece j0 / 4 of row_base. */
+template <typename T>
+__device__ __forceinline__ void softmax4_store(float4 raw, float scale, int64_t j0, int64_t keys,
+                                               float m, float inv, bool bad, uint64_t row_base) {
+  typedef typename Bits<T>::type B;
+  const float neg_inf = __int_as_float(0xff800000u), nan = __int_as_float(0x7fc00000);
+  const float v[4] = {raw.x, raw.y, raw.z, raw.w};
+  B bits[4];
+#pragma unroll
+  for (int t = 0; t < 4; ++t) {
+    float out = 0.0f;
+    if (j0 + t < keys) {
+      const float score = v[t] * scale;
+      out = bad ? nan : (m == neg_inf || score == neg_inf) ? 0.0f : expf(score - m) * inv;
+    }
+    bits[t] = Bits<T>::from_float(out);
+  }
+  if (sizeof(B) == 4) {
+    reinterpret_cast<uint4*>(row_base)[j0 / 4] = make_uint4(bits[0], bits[1], bits[2], bits[3]);
+  } else {
+    reinterpret_cast<uint2*>(row_base)[j0 / 4] =
+        make_uint2((uint32_t)bits[0] | (uint32_t)bits[1] << 16,
+                   (uint32_t)bits[2] | (uint32_t)bits[3] << 16);
+  }
+}
+
+/* s a multiple of 4, scores 16-byte aligned, p aligned to 4 elements. The first
+ * kSoftmaxCached pieces of each lane stay in registers between the three passes; the
+ * rest of a long row is read again (from L1/L2). Pieces wholly past the keys are not
+ * read. */
+constexpr int kSoftmaxCached = 4;
+
+template <typename T>
+__device__ void sdpa_softmax_vectors(const ember_k_sdpa_softmax_params& p) {
+  const unsigned full = 0xffffffffu;
+  const float neg_inf = __int_as_float(0xff800000u);
+  const int lane = threadIdx.x & 31;
+  const int64_t warps = blockDim.x >> 5;
+  const int64_t pieces = p.s / 4;
+  const float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  for (int64_t row = (int64_t)blockIdx.x * warps + (threadIdx.x >> 5); row < p.rows;
+       row += (int64_t)gridDim.x * warps) {
+    const int64_t i = row % p.l;
+    const int64_t keys = p.is_causal ? (i + 1 < p.s ? i + 1 : p.s) : p.s;
+    const int64_t key_pieces = (keys + 3) / 4;
+    const float4* scores = reinterpret_cast<const float4*>(p.scores) + row * pieces;
+    float4 cached[kSoftmaxCached];
+    float m = neg_inf;
+    bool bad = false;
+#pragma unroll
+    for (int k = 0; k < kSoftmaxCached; ++k) {
+      const int64_t c = lane + 32 * k;
+      cached[k] = c < key_pieces ? scores[c] : zero;
+      if (c < key_pieces) softmax4_max(cached[k], p.scale, 4 * c, keys, m, bad);
+    }
+    for (int64_t c = lane + 32 * kSoftmaxCached; c < key_pieces; c += 32) {
+      softmax4_max(scores[c], p.scale, 4 * c, keys, m, bad);
+    }
+    m = warp_max(m);
+    bad = __any_sync(full, bad);
+    float sum = 0.0f;
+    if (m != neg_inf) {
+#pragma unroll
+      for (int k = 0; k < kSoftmaxCached; ++k) {
+        const int64_t c = lane + 32 * k;
+        if (c < key_pieces) sum += softmax4_sum(cached[k], p.scale, 4 * c, keys, m);
+      }
+      for (int64_t c = lane + 32 * kSoftmaxCached; c < key_pieces; c += 32) {
+        sum += softmax4_sum(scores[c], p.scale, 4 * c, keys, m);
+      }
+    }
+    sum = warp_sum(sum);
+    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+    const uint64_t row_base = p.p + (uint64_t)(row * p.s) * sizeof(T);
+#pragma unroll
+    for (int k = 0; k < kSoftmaxCached; ++k) {
+      const int64_t c = lane + 32 * k;
+      if (c < pieces) softmax4_store<T>(cached[k], p.scale, 4 * c, keys, m, inv, bad, row_base);
+    }
+    for (int64_t c = lane + 32 * kSoftmaxCached; c < pieces; c += 32) {
+      softmax4_store<T>(c < key_pieces ? scores[c] : zero, p.scale, 4 * c, keys, m, inv, bad,
+                        row_base);
+    }
+  }
+}
+
 /* The softmax of SDPA as two GEMMs (cuda_executor.c build_sdpa_gemm): one warp per
  * score row, three passes over it (maximum, sum, write), the same special values as the
  * fused kernel: a NaN or +inf score makes the row NaN, a row with no key past the masks
- * (or S = 0) is zeros. */
+ * (or S = 0) is zeros. Rows that allow it take the vector path above; the rest one score
+ * a lane at a time. */
 template <typename T>
 __device__ void sdpa_softmax(const ember_k_sdpa_softmax_params& p) {
+  if (p.s % 4 == 0 && aligned16(p.scores) && (p.p & (4 * sizeof(T) - 1)) == 0) {
+    sdpa_softmax_vectors<T>(p);
+    return;
+  }
   const unsigned full = 0xffffffffu;
   const float neg_inf = __int_as_float(0xff800000u), pos_inf = __int_as_float(0x7f800000u);
   const int lane = threadIdx.x & 31;

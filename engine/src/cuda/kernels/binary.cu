@@ -16,6 +16,13 @@ __device__ __forceinline__ float apply_binary(int op, float a, float b) {
   }
 }
 
+/* The op, then the fused ReLU if any (activate()'s: NaN passes). Rounding to the dtype
+ * after the ReLU gives what rounding before it would: the ReLU keeps signs and order. */
+__device__ __forceinline__ float apply_binary_relu(int op, bool relu, float a, float b) {
+  const float v = apply_binary(op, a, b);
+  return relu && v < 0.0f ? 0.0f : v;
+}
+
 /* The vector path (16 bytes of y a thread) takes y as rows of `cols` elements (rank 1: one
  * row) and reads each operand either as contiguous along the row (inner stride 1, a
  * vector load) or as one element broadcast along the row (inner stride 0): same-shape
@@ -59,6 +66,7 @@ __device__ void binary_vectors(const ember_k_binary_params& p, uint32_t vectors)
   VectorOperand<T> a, b;
   a.contiguous = p.a_strides[p.rank - 1] == 1;
   b.contiguous = p.b_strides[p.rank - 1] == 1;
+  const bool relu = p.relu != 0;
   for (uint32_t v = global_thread32(); v < vectors; v += global_stride32()) {
     const uint32_t i = v * kCount;
     const uint32_t row = two_d ? i / cols : 0u, col = i - row * cols;
@@ -66,7 +74,7 @@ __device__ void binary_vectors(const ember_k_binary_params& p, uint32_t vectors)
     b.read(p.b, row * b_outer + (b.contiguous ? col : 0u));
     Vec16<T> y;
 #pragma unroll
-    for (int k = 0; k < kCount; ++k) y.set(k, apply_binary(kOp, a.get(k), b.get(k)));
+    for (int k = 0; k < kCount; ++k) y.set(k, apply_binary_relu(kOp, relu, a.get(k), b.get(k)));
     y.store(p.y, v);
   }
 }
@@ -94,7 +102,7 @@ __device__ void binary(const ember_k_binary_params& p) {
   if (p.rank == 1) {
     const int64_t sa = p.a_strides[0], sb = p.b_strides[0];
     for (int64_t i = done + global_thread(); i < count; i += global_stride()) {
-      store<T>(p.y, i, apply_binary(p.op, load<T>(p.a, i * sa), load<T>(p.b, i * sb)));
+      store<T>(p.y, i, apply_binary_relu(p.op, p.relu != 0, load<T>(p.a, i * sa), load<T>(p.b, i * sb)));
     }
     return;
   }
@@ -107,7 +115,7 @@ __device__ void binary(const ember_k_binary_params& p) {
       oa += index * p.a_strides[d];
       ob += index * p.b_strides[d];
     }
-    store<T>(p.y, i, apply_binary(p.op, load<T>(p.a, oa), load<T>(p.b, ob)));
+    store<T>(p.y, i, apply_binary_relu(p.op, p.relu != 0, load<T>(p.a, oa), load<T>(p.b, ob)));
   }
 }
 

@@ -60,11 +60,12 @@ __device__ void conv2d(const ember_k_conv2d_params& p) {
 template <typename T>
 __device__ void im2col_elements(const ember_k_im2col_params& p) {
   const int64_t positions = p.oh * p.ow, taps = p.c * p.kh * p.kw;
-  const int64_t total = p.n * (taps + 1) * positions;
+  const int64_t total = p.n * p.rows * positions;
   for (int64_t i = global_thread(); i < total; i += global_stride()) {
-    const int64_t position = i % positions, rest = i / positions;
-    const int64_t tap = rest % (taps + 1), image = rest / (taps + 1);
-    float value = 1.0f; /* the bias row */
+    const int64_t position = i % positions, outer = i / positions;
+    const int64_t tap = p.image_major ? outer % p.rows : outer / p.n;
+    const int64_t image = p.image_major ? outer / p.rows : outer % p.n;
+    float value = tap == taps ? 1.0f : 0.0f; /* the bias row, or a padding row */
     if (tap < taps) {
       const int64_t channel = tap / (p.kh * p.kw), ki = (tap / p.kw) % p.kh, kj = tap % p.kw;
       const int64_t h = position / p.ow * p.stride_h - p.pad_h + ki * p.dilation_h;
@@ -88,13 +89,48 @@ struct FastDivider {
   }
 };
 
+/* Where one row of col (an image and a tap, or a constant row) reads from, in 32-bit
+ * math: x's plane for (image, channel) and the kernel offsets, or, for the bias and
+ * padding rows, the constant they hold. */
+template <typename B>
+struct Im2colRow {
+  int32_t plane, ki, kj;
+  bool data;
+  B outside; /* what the row holds where it does not read x: 0, or 1 in the bias row */
+
+  __device__ __forceinline__ void locate(const ember_k_im2col_params& p, int32_t outer,
+                                         const FastDivider& by_outer, const FastDivider& by_kw,
+                                         const FastDivider& by_kh, B one) {
+    const int32_t taps = (int32_t)(p.c * p.kh * p.kw);
+    int32_t image, tap;
+    if (p.image_major) {
+      image = by_outer(outer);
+      tap = outer - image * (int32_t)p.rows;
+    } else {
+      tap = by_outer(outer);
+      image = outer - tap * (int32_t)p.n;
+    }
+    data = tap < taps;
+    ki = kj = plane = 0;
+    outside = tap == taps ? one : (B)0;
+    if (data) {
+      const int32_t q = by_kw(tap);
+      kj = tap - q * (int32_t)p.kw;
+      const int32_t channel = by_kh(q);
+      ki = q - channel * (int32_t)p.kh;
+      plane = (image * (int32_t)p.c + channel) * (int32_t)(p.h * p.w);
+    }
+  }
+};
+
 /* col as a flat array of 16-byte vectors, one a thread: the divisions that place a vector
- * (image, tap, output row and column) happen once per vector, then its 8 (or 4)
+ * (its row of col, output row and column) happen once per vector, then its 8 (or 4)
  * consecutive positions step through the output columns, carrying into the next output
- * row, tap and image as they wrap. Neighbouring threads take neighbouring positions, so
- * their reads of x run along w and their stores are one contiguous run. Elements are
- * moved as bits (x's value, 0 in the padding, 1 in the bias row), as the scalar path's
- * widen-and-round does. 32-bit math throughout: the host set index32. */
+ * row and, rarely, the next row of col (located again). Neighbouring threads take
+ * neighbouring positions, so their reads of x run along w and their stores are one
+ * contiguous run. Elements are moved as bits (x's value, 0 in the padding, 1 in the bias
+ * row), as the scalar path's widen-and-round does. 32-bit math throughout: the host set
+ * index32. */
 template <typename T>
 __device__ void im2col_vectors(const ember_k_im2col_params& p) {
   typedef int32_t I;
@@ -102,69 +138,51 @@ __device__ void im2col_vectors(const ember_k_im2col_params& p) {
   constexpr int kCount = Vec16<T>::kCount;
   const B* x = reinterpret_cast<const B*>(p.x);
   const B one = Bits<T>::from_float(1.0f);
-  const I channels = (I)p.c, in_h = (I)p.h, in_w = (I)p.w, kh = (I)p.kh, kw = (I)p.kw;
-  const I oh = (I)p.oh, ow = (I)p.ow, stride_h = (I)p.stride_h, stride_w = (I)p.stride_w;
+  const I in_h = (I)p.h, in_w = (I)p.w, oh = (I)p.oh, ow = (I)p.ow;
+  const I stride_h = (I)p.stride_h, stride_w = (I)p.stride_w;
   const I pad_h = (I)p.pad_h, pad_w = (I)p.pad_w;
   const I dilation_h = (I)p.dilation_h, dilation_w = (I)p.dilation_w;
-  const I positions = oh * ow, rows = channels * kh * kw + 1, plane_size = in_h * in_w;
-  const I total = (I)p.n * rows * positions;
+  const I positions = oh * ow;
+  const I total = (I)p.n * (I)p.rows * positions;
   const I vectors = (total + (kCount - 1)) / kCount;
   const FastDivider by_positions(p, EMBER_K_IM2COL_DIV_POSITIONS);
-  const FastDivider by_rows(p, EMBER_K_IM2COL_DIV_ROWS);
+  const FastDivider by_outer(p, EMBER_K_IM2COL_DIV_OUTER);
   const FastDivider by_ow(p, EMBER_K_IM2COL_DIV_OW);
   const FastDivider by_kw(p, EMBER_K_IM2COL_DIV_KW);
   const FastDivider by_kh(p, EMBER_K_IM2COL_DIV_KH);
   for (I v = (I)global_thread32(); v < vectors; v += (I)global_stride32()) {
     const I first = v * kCount;
     const I valid = total - first < kCount ? total - first : kCount;
-    const I row = by_positions(first), position = first - row * positions;
-    const I image = by_rows(row), tap = row - image * rows;
+    I outer = by_positions(first);
+    const I position = first - outer * positions;
     I r = by_ow(position), c = position - r * ow;
-    I channel = channels, ki = 0, kj = 0; /* channel == channels: the bias row */
-    if (tap < rows - 1) {
-      const I q = by_kw(tap);
-      kj = tap - q * kw;
-      channel = by_kh(q);
-      ki = q - channel * kh;
-    }
-    /* x's plane for (image, channel); for the bias row, the next image's first plane. */
-    I plane = (image * channels + channel) * plane_size;
-    /* What depends on the output row: whether the input row is inside, and the value
-     * outside (0 padding, 1 for the bias row). */
-    I h = r * stride_h - pad_h + ki * dilation_h;
-    bool h_inside = channel < channels && h >= 0 && h < in_h;
-    I x_row = h_inside ? plane + h * in_w : 0;
-    B outside = channel < channels ? (B)0 : one;
-    I w = c * stride_w - pad_w + kj * dilation_w;
+    Im2colRow<B> row;
+    row.locate(p, outer, by_outer, by_kw, by_kh, one);
+    /* What depends on the output row: whether the input row is inside. */
+    I h = r * stride_h - pad_h + row.ki * dilation_h;
+    bool h_inside = row.data && h >= 0 && h < in_h;
+    I x_row = h_inside ? row.plane + h * in_w : 0;
+    I w = c * stride_w - pad_w + row.kj * dilation_w;
     Vec16<T> out;
 #pragma unroll
     for (int k = 0; k < kCount; ++k) {
-      B value = outside;
+      B value = row.outside;
       if (k < valid) {
         if (h_inside && w >= 0 && w < in_w) value = x[x_row + w];
-        /* Step to the next position: next column, wrapping to the next output row, tap
-         * (kj, ki, channel, then the bias row) and image. */
+        /* Step to the next position: next column, wrapping to the next output row and
+         * then the next row of col (the last valid element may locate one past the end:
+         * nothing is read there). */
         w += stride_w;
         if (++c == ow) {
           c = 0;
           if (++r == oh) {
             r = 0;
-            if (channel == channels) {
-              channel = 0; /* past the bias row: the next image, whose plane is `plane` */
-            } else if (++kj == kw) {
-              kj = 0;
-              if (++ki == kh) {
-                ki = 0;
-                ++channel;
-                plane += plane_size;
-              }
-            }
+            row.locate(p, ++outer, by_outer, by_kw, by_kh, one);
           }
-          h = r * stride_h - pad_h + ki * dilation_h;
-          h_inside = channel < channels && h >= 0 && h < in_h;
-          x_row = h_inside ? plane + h * in_w : 0;
-          outside = channel < channels ? (B)0 : one;
-          w = kj * dilation_w - pad_w;
+          h = r * stride_h - pad_h + row.ki * dilation_h;
+          h_inside = row.data && h >= 0 && h < in_h;
+          x_row = h_inside ? row.plane + h * in_w : 0;
+          w = row.kj * dilation_w - pad_w;
         }
       }
       out.bits[k] = value;
@@ -193,8 +211,59 @@ __device__ void im2col(const ember_k_im2col_params& p) {
 __device__ __forceinline__ int64_t min_i64(int64_t a, int64_t b) { return a < b ? a : b; }
 __device__ __forceinline__ int64_t max_i64(int64_t a, int64_t b) { return a > b ? a : b; }
 
+/* MAX_POOL2D in 32-bit math (the host set index32), a thread per output element. The
+ * window's taps are (h0 + a * dilation_h, w0 + b * dilation_w) for a < kh, b < kw, those
+ * inside the input, row by row: the same values in the same order as the int64 path below
+ * and the CPU reference walk, with their rule (a NaN wins, and the first NaN stays). A tap
+ * outside reads as -inf, which that rule never takes. K > 0: K x K windows of dilation 1,
+ * unrolled; K == 0: any window. */
+template <typename T, int K>
+__device__ void max_pool2d_32(const ember_k_pool2d_params& p) {
+  typedef int32_t I;
+  const T* x = reinterpret_cast<const T*>(p.x);
+  T* y = reinterpret_cast<T*>(p.y);
+  const float neg_inf = __int_as_float(0xff800000u);
+  const I in_h = (I)p.h, in_w = (I)p.w, oh = (I)p.oh, ow = (I)p.ow;
+  const I kh = K != 0 ? K : (I)p.kh, kw = K != 0 ? K : (I)p.kw;
+  const I dilation_h = K != 0 ? 1 : (I)p.dilation_h, dilation_w = K != 0 ? 1 : (I)p.dilation_w;
+  const I stride_h = (I)p.stride_h, stride_w = (I)p.stride_w, pad_h = (I)p.pad_h, pad_w = (I)p.pad_w;
+  const I total = (I)p.planes * oh * ow;
+  for (I i = (I)global_thread32(); i < total; i += (I)global_stride32()) {
+    const I q = (I)fast_div((uint32_t)i, p.div_mul[0], p.div_shift[0]);
+    const I plane = (I)fast_div((uint32_t)q, p.div_mul[1], p.div_shift[1]);
+    const I c = i - q * ow, r = q - plane * oh;
+    const I h0 = r * stride_h - pad_h, w0 = c * stride_w - pad_w;
+    /* Where tap (0, 0) would be; the host checked every tap's index fits. */
+    const I corner = (plane * in_h + h0) * in_w + w0;
+    float value = neg_inf;
+#pragma unroll
+    for (I a = 0; a < kh; ++a) {
+      const bool row_inside = (uint32_t)(h0 + a * dilation_h) < (uint32_t)in_h;
+#pragma unroll
+      for (I b = 0; b < kw; ++b) {
+        const bool inside = row_inside && (uint32_t)(w0 + b * dilation_w) < (uint32_t)in_w;
+        const I index = corner + a * dilation_h * in_w + b * dilation_w;
+        const float v = inside ? Element<T>::load(x + index) : neg_inf;
+        value = v <= value || isnan(value) ? value : v;
+      }
+    }
+    Element<T>::store(y + i, value);
+  }
+}
+
 template <typename T>
 __device__ void pool2d(const ember_k_pool2d_params& p) {
+  if (p.index32 && p.kind == EMBER_K_POOL_MAX) {
+    const bool unit_dilation = p.dilation_h == 1 && p.dilation_w == 1;
+    if (unit_dilation && p.kh == 3 && p.kw == 3) {
+      max_pool2d_32<T, 3>(p);
+    } else if (unit_dilation && p.kh == 2 && p.kw == 2) {
+      max_pool2d_32<T, 2>(p);
+    } else {
+      max_pool2d_32<T, 0>(p);
+    }
+    return;
+  }
   const int64_t total = p.planes * p.oh * p.ow;
   for (int64_t i = global_thread(); i < total; i += global_stride()) {
     const int64_t c = i % p.ow, r = (i / p.ow) % p.oh, plane = i / (p.ow * p.oh);

@@ -98,6 +98,13 @@ struct Vec16 {
 
 __device__ __forceinline__ bool aligned16(uint64_t address) { return (address & 15u) == 0; }
 
+/* n / d for n < 2^31, with the multiplier and shift the host prepared for d
+ * (cuda_executor.c fast_divisor): a multiply-high and a shift instead of a division
+ * sequence (umulhi(n, mul) + n cannot wrap for such n). */
+__device__ __forceinline__ uint32_t fast_div(uint32_t n, uint32_t mul, uint32_t shift) {
+  return (__umulhi(n, mul) + n) >> shift;
+}
+
 template <typename T>
 __device__ __forceinline__ float load(uint64_t base, int64_t index) {
   return Element<T>::load(reinterpret_cast<const T*>(base) + index);

@@ -7,19 +7,88 @@
 
 namespace ember {
 
+/* The gather walks y in units of p.vector elements (kernel_params.h). Where unit i of y
+ * starts in x, in units: 64-bit math, or 32-bit with the host's divisors (index32). The
+ * 32-bit walk is unrolled over every possible dim so that each parameter is read at a
+ * fixed offset; dim 0 needs no division (what is left of i is below dims[0]). */
+__device__ __forceinline__ int64_t gather_offset(const ember_k_gather_params& p, int64_t i) {
+  int64_t offset = p.x_offset;
+  for (int d = (int)p.rank - 1; d > 0; --d) {
+    const int64_t q = i / p.dims[d];
+    offset += (i - q * p.dims[d]) * p.x_strides[d];
+    i = q;
+  }
+  return offset + i * p.x_strides[0];
+}
+
+__device__ __forceinline__ uint32_t gather_offset(const ember_k_gather_params& p, uint32_t i) {
+  uint32_t offset = (uint32_t)p.x_offset;
+#pragma unroll
+  for (int d = EMBER_K_MAX_RANK - 1; d > 0; --d) {
+    if (d < (int)p.rank) {
+      const uint32_t q = fast_div(i, p.div_mul[d], p.div_shift[d]);
+      offset += (i - q * (uint32_t)p.dims[d]) * (uint32_t)p.x_strides[d];
+      i = q;
+    }
+  }
+  return offset + i * (uint32_t)p.x_strides[0];
+}
+
+/* I: uint32_t (index32) or int64_t. */
+template <typename I>
+__device__ __forceinline__ I gather_first() {
+  return sizeof(I) == 4 ? (I)global_thread32() : (I)global_thread();
+}
+template <typename I>
+__device__ __forceinline__ I gather_stride() {
+  return sizeof(I) == 4 ? (I)global_stride32() : (I)global_stride();
+}
+
+/* A unit per move: U is 4, 8 or 16 bytes and x, y are aligned to it. */
+template <typename U, typename I>
+__device__ void gather_units(const ember_k_gather_params& p) {
+  const I count = (I)p.count;
+  const U* x = reinterpret_cast<const U*>(p.x);
+  U* y = reinterpret_cast<U*>(p.y);
+  for (I i = gather_first<I>(); i < count; i += gather_stride<I>()) y[i] = x[gather_offset(p, i)];
+}
+
+/* Element by element: p.vector == 1, or x or y too little aligned for the unit. */
+template <typename E, typename I>
+__device__ void gather_elements(const ember_k_gather_params& p) {
+  const I count = (I)p.count;
+  const uint64_t w = p.vector;
+  const E* x = reinterpret_cast<const E*>(p.x);
+  E* y = reinterpret_cast<E*>(p.y);
+  for (I i = gather_first<I>(); i < count; i += gather_stride<I>()) {
+    const uint64_t from = (uint64_t)gather_offset(p, i) * w, to = (uint64_t)i * w;
+    for (uint64_t k = 0; k < w; ++k) y[to + k] = x[from + k];
+  }
+}
+
+/* Bound inputs and outputs may be less aligned than the unit the host chose, so the
+ * alignment is checked here, per launch. */
+template <typename E, typename I>
+__device__ void gather_as(const ember_k_gather_params& p) {
+  const uint64_t bytes = (uint64_t)p.vector * sizeof(E);
+  const bool aligned = p.vector > 1 && ((p.x | p.y) & (bytes - 1)) == 0;
+  if (aligned && bytes == 16) {
+    gather_units<uint4, I>(p);
+  } else if (aligned && bytes == 8 && sizeof(E) < 8) {
+    gather_units<uint2, I>(p);
+  } else if (aligned && bytes == 4 && sizeof(E) < 4) {
+    gather_units<uint32_t, I>(p);
+  } else {
+    gather_elements<E, I>(p);
+  }
+}
+
 template <typename E>
 __device__ void gather(const ember_k_gather_params& p) {
-  const int64_t count = (int64_t)p.count;
-  const int rank = (int)p.rank;
-  const E* x = reinterpret_cast<const E*>(p.x) + p.x_offset;
-  E* y = reinterpret_cast<E*>(p.y);
-  for (int64_t i = global_thread(); i < count; i += global_stride()) {
-    int64_t rest = i, offset = 0;
-    for (int d = rank - 1; d >= 0; --d) {
-      offset += (rest % p.dims[d]) * p.x_strides[d];
-      rest /= p.dims[d];
-    }
-    y[i] = x[offset];
+  if (p.index32) {
+    gather_as<E, uint32_t>(p);
+  } else {
+    gather_as<E, int64_t>(p);
   }
 }
 
