@@ -1025,12 +1025,17 @@ static void build_reduce(ember_cuda_executor* executor, uint32_t i) {
   }
   const uint32_t dt = ember_cuda_dtype_index(y->dtype);
   const bool short_reduction = p.red_count <= 32;
+  p.per_warp = p.red_count <= EMBER_K_REDUCE_WARP_MAX;
+  const uint64_t warps_per_block = EMBER_K_BLOCK / 32u;
   ember_cuda_step* step =
       short_reduction
           ? add_kernel_step(executor, i, EMBER_CUDA_KERNEL_REDUCE_THREAD + dt,
                             grid_for_elements(executor, y->numel), &p, sizeof p)
           : add_kernel_step(executor, i, EMBER_CUDA_KERNEL_REDUCE_BLOCK + dt,
-                            grid_for_rows(executor, y->numel), &p, sizeof p);
+                            grid_for_rows(executor, p.per_warp ? (y->numel + warps_per_block - 1) /
+                                                                     warps_per_block
+                                                               : y->numel),
+                            &p, sizeof p);
   add_ref(executor, step, ember_plan_op_input(plan, op, 0), offsetof(ember_k_reduce_params, x));
   add_ref(executor, step, ember_plan_op_output(plan, op, 0), offsetof(ember_k_reduce_params, y));
 }

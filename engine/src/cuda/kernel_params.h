@@ -175,6 +175,8 @@ typedef enum ember_k_reduce_op {
   EMBER_K_REDUCE_MAX = 2,
 } ember_k_reduce_op;
 
+#define EMBER_K_REDUCE_WARP_MAX 1024
+
 typedef struct ember_k_reduce_params {
   uint64_t x;
   uint64_t y;
@@ -183,7 +185,9 @@ typedef struct ember_k_reduce_params {
   uint32_t kept_rank; /* 0..EMBER_K_MAX_RANK */
   uint32_t red_rank;  /* 1..EMBER_K_MAX_RANK */
   int32_t op;         /* ember_k_reduce_op */
-  int32_t reserved;
+  /* ember_reduce_block only: a warp per output rather than a block (reductions of at most
+   * EMBER_K_REDUCE_WARP_MAX elements: a block's other warps would idle). */
+  int32_t per_warp;
   int64_t kept_dims[EMBER_K_MAX_RANK];
   int64_t kept_strides[EMBER_K_MAX_RANK];
   int64_t red_dims[EMBER_K_MAX_RANK];

@@ -494,7 +494,8 @@ def issue5_cases():
                   ("first", [33, 5], 0b1, 0), ("mid", [3, 40, 5], 0b010, 1),
                   ("all", [6, 7], 0b11, 0), ("split", [3, 4, 5, 6], 0b1010, 1),
                   ("long", [2, 3000], 0b10, 0), ("ones", [4, 1, 3], 0b010, 0),
-                  ("long_strided", [300, 2, 3], 0b001, 0)]
+                  ("long_strided", [300, 2, 3], 0b001, 0),
+                  ("spatial", [40, 24, 7, 7], 0b1100, 1)]  # a global average pool
     for name, opcode in (("sum", pw.Op.REDUCE_SUM), ("mean", pw.Op.REDUCE_MEAN),
                          ("max", pw.Op.REDUCE_MAX)):
         for shape_name, shape, mask, keep in reductions + ([("zero", [3, 0], 0b10, 0)]
