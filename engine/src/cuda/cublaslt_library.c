@@ -3,6 +3,7 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -10,14 +11,17 @@
 static pthread_once_t library_once = PTHREAD_ONCE_INIT;
 static ember_cublaslt_library library_table;
 static char library_error[768]; /* empty: loaded */
+static atomic_bool library_attempted;
 
 static void library_load(void) {
+  atomic_store(&library_attempted, true);
   void* handle = dlopen(EMBER_CUBLASLT_SONAME, RTLD_NOW | RTLD_LOCAL);
   if (handle == NULL) {
     const char* why = dlerror();
     snprintf(library_error, sizeof library_error,
-             "%s (cuBLASLt, which the CUDA executor uses for LINEAR and MATMUL) could not be "
-             "loaded: %s. Install it with `pip install %s` into the Python environment that "
+             "%s (cuBLASLt, which the CUDA executor needs for GEMMs: MATMUL, LINEAR of more "
+             "than a few rows, SDPA, CONV2D) could not be loaded: %s. Install it with "
+             "`pip install %s` into the Python environment that "
              "holds ember_executorch_runtime (it lands in site-packages/nvidia/cu13/lib, "
              "which the library's RUNPATH searches), or put it on LD_LIBRARY_PATH",
              EMBER_CUBLASLT_SONAME, why != NULL ? why : "unknown reason",
@@ -57,6 +61,8 @@ ember_status* ember_cublaslt_library_get(const ember_cublaslt_library** out_libr
   *out_library = &library_table;
   return NULL;
 }
+
+bool ember_cublaslt_library_attempted(void) { return atomic_load(&library_attempted); }
 
 static const char* status_name(cublasStatus_t result) {
   switch (result) {

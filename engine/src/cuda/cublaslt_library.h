@@ -6,9 +6,13 @@
  * package nvidia-cublas installs beside ours in site-packages, with no LD_LIBRARY_PATH;
  * a system-wide copy (ldconfig, LD_LIBRARY_PATH) is found the usual way.
  *
- * Loaded once per process under pthread_once, like the driver (cuda_driver.h). */
+ * Loaded once per process under pthread_once, like the driver (cuda_driver.h), and only
+ * when a program has a GEMM that runs on it: the dlopen alone takes ~60 ms, which a program
+ * of Ember's own kernels (gemv included) would pay for nothing. */
 #ifndef EMBER_SRC_CUDA_CUBLASLT_LIBRARY_H_
 #define EMBER_SRC_CUDA_CUBLASLT_LIBRARY_H_
+
+#include <stdbool.h>
 
 #include "cublaslt_api.h"
 #include "status.h"
@@ -49,6 +53,11 @@ typedef struct ember_cublaslt_library {
 /* The process's cuBLASLt table, loaded on first call. A missing library is
  * EMBER_UNAVAILABLE with a message naming it and the pip package that provides it. */
 ember_status* ember_cublaslt_library_get(const ember_cublaslt_library** out_library);
+
+/* Whether this process has tried to load cuBLASLt (ember_cublaslt_library_get was
+ * called), whether or not the load succeeded. For tests: a program without GEMMs must
+ * not. */
+bool ember_cublaslt_library_attempted(void);
 
 /* An ember_status (EMBER_OUT_OF_MEMORY for CUBLAS_STATUS_ALLOC_FAILED, else
  * EMBER_INTERNAL) for a failed cuBLASLt call named by `call`. */

@@ -68,7 +68,7 @@ typedef struct ember_cuda_executor {
   bool too_many_refs;
   const ember_plan* plan;
   const ember_cuda_driver* driver;
-  const ember_cublaslt_library* lt;
+  const ember_cublaslt_library* lt; /* NULL when the plan has no GEMM (plan_needs_cublaslt) */
   CUdevice device;
   int device_ordinal;
   int sm_count;
@@ -76,7 +76,7 @@ typedef struct ember_cuda_executor {
   CUstream stream;
   bool kernels_loaded;
   ember_cuda_kernels kernels;
-  cublasLtHandle_t lt_handle;
+  cublasLtHandle_t lt_handle; /* NULL with lt */
 
   CUdeviceptr arena;
   CUdeviceptr constants;
@@ -126,6 +126,9 @@ typedef struct ember_cuda_executor {
    * destroy. NULL otherwise. */
   ember_cuda_profile* profile;
   ember_cuda_init_timer init_timer;
+
+  /* Candidate algorithms choose_gemm_algorithms timed (or tried to) at prepare. */
+  uint32_t gemm_candidates_timed;
 
   /* Cumulative, over runs (the copy counters are in `base`). */
   uint64_t graph_node_updates;
@@ -666,6 +669,7 @@ static ember_status* build_gemm(ember_cuda_executor* executor, uint32_t i, uint3
       .address = tensor_address_callback,
       .address_context = executor,
       .max_workspace = EMBER_CUDA_MAX_WORKSPACE,
+      .device = executor->device_ordinal,
   };
   ember_cuda_gemm* gemm = &executor->gemms[executor->num_gemms];
   EMBER_RETURN_IF_ERROR(ember_cuda_gemm_prepare(executor->lt, executor->lt_handle, &request, gemm));
@@ -1141,6 +1145,7 @@ static ember_status* build_sdpa_gemm(ember_cuda_executor* executor, uint32_t i,
       .alignments = {gemm_operand_alignment(executor, k_index),
                      gemm_operand_alignment(executor, q_index), EMBER_CUDA_ALIGNMENT},
       .max_workspace = EMBER_CUDA_MAX_WORKSPACE,
+      .device = executor->device_ordinal,
   };
   const ember_cuda_gemm_plain value_request = {
       .dtype = q->dtype, .d_dtype = q->dtype,
@@ -1151,6 +1156,7 @@ static ember_status* build_sdpa_gemm(ember_cuda_executor* executor, uint32_t i,
       .alignments = {gemm_operand_alignment(executor, v_index), address_alignment(probabilities),
                      gemm_operand_alignment(executor, y_index)},
       .max_workspace = EMBER_CUDA_MAX_WORKSPACE,
+      .device = executor->device_ordinal,
   };
   if (batches > INT32_MAX) return NULL;
   ember_cuda_gemm* gemms = &executor->gemms[executor->num_gemms];
@@ -1496,6 +1502,7 @@ static ember_status* build_conv2d_gemm(ember_cuda_executor* executor, uint32_t i
                      !flat && is_io(y) ? EMBER_CUDA_GEMM_IO_ALIGNMENT
                                        : address_alignment(d_address)},
       .max_workspace = EMBER_CUDA_MAX_WORKSPACE,
+      .device = executor->device_ordinal,
   };
   ember_cuda_gemm* gemm = &executor->gemms[executor->num_gemms];
   ember_status* status = ember_cuda_gemm_prepare_plain(executor->lt, executor->lt_handle,
@@ -1900,11 +1907,11 @@ static bool same_gemm_problem(const ember_cuda_gemm* a, const ember_cuda_gemm* b
          memcmp(a->candidates, b->candidates, a->num_candidates * sizeof a->candidates[0]) == 0;
 }
 
-/* Times every candidate algorithm of each GEMM step on its real operands (one warm-up
- * run, then three timed) and keeps the fastest: the heuristic's first choice is a guess,
- * and for small or oddly shaped products often not the fastest. A candidate that fails
- * to launch is skipped; a GEMM that poses a problem already timed takes its choice. Runs
- * at prepare, before the warm-up run. */
+/* Times the first EMBER_CUDA_GEMM_TIMED_CANDIDATES candidate algorithms of each GEMM step
+ * on its real operands (one warm-up run, then three timed) and keeps the fastest: the
+ * heuristic's first choice is a guess, and for small or oddly shaped products often not
+ * the fastest. A candidate that fails to launch is skipped; a GEMM that poses a problem
+ * already timed takes its choice. Runs at prepare, before the warm-up run. */
 static ember_status* choose_gemm_algorithms(ember_cuda_executor* executor) {
   const ember_cuda_driver* driver = executor->driver;
   CUevent events[2] = {NULL, NULL};
@@ -1930,7 +1937,11 @@ static ember_status* choose_gemm_algorithms(ember_cuda_executor* executor) {
       best = executor->gemms[earlier->gemm].chosen;
       timed = true;
     }
-    for (uint32_t c = 0; c < gemm->num_candidates && status == NULL && !timed; ++c) {
+    const uint32_t searched = gemm->num_candidates < EMBER_CUDA_GEMM_TIMED_CANDIDATES
+                                  ? gemm->num_candidates
+                                  : EMBER_CUDA_GEMM_TIMED_CANDIDATES;
+    for (uint32_t c = 0; c < searched && status == NULL && !timed; ++c) {
+      ++executor->gemm_candidates_timed;
       ember_cuda_gemm_choose(gemm, c);
       ember_status* failed = enqueue_gemm_step(executor, step);
       if (failed != NULL) {
@@ -2267,6 +2278,29 @@ static ember_status* cuda_executor_run(ember_executor* base, const ember_tensor_
 
 /* ---- prepare and destroy -------------------------------------------------------------- */
 
+/* Whether any op of the plan may run on cuBLASLt: a MATMUL, a LINEAR that is not the gemv
+ * kernel, an SDPA or CONV2D that passes the checks for running as GEMMs
+ * (sdpa_gemm_sizes, conv_gemm_sizes). Loading cuBLASLt costs ~60 ms (the dlopen) that a
+ * program of Ember's own kernels never repays, so such a program does not load it. A
+ * superset is harmless (a load for nothing); an op missed here fails prepare with
+ * EMBER_INTERNAL (cuda_gemm.c check_loaded). *out_op: the first such op. */
+static bool plan_needs_cublaslt(const ember_plan* plan, uint32_t* out_op) {
+  for (uint32_t i = 0; i < plan->num_ops; ++i) {
+    const ember_op_desc* op = &plan->ops[i];
+    uint64_t a, b, c;
+    const bool needs =
+        op->opcode == EMBER_OP_MATMUL ||
+        (op->opcode == EMBER_OP_LINEAR && !linear_takes_gemv(plan, op)) ||
+        (op->opcode == EMBER_OP_SDPA && sdpa_gemm_sizes(plan, op, &a, &b)) ||
+        (op->opcode == EMBER_OP_CONV2D && conv_gemm_sizes(plan, op, &a, &b, &c));
+    if (needs) {
+      *out_op = i;
+      return true;
+    }
+  }
+  return false;
+}
+
 static void report_profile(const ember_cuda_executor* executor) {
   if (executor->profile == NULL) return;
   ember_cuda_profile_step* steps = calloc(executor->num_steps + 1, sizeof *steps);
@@ -2435,12 +2469,14 @@ static ember_status* prepare_in_context(ember_cuda_executor* executor) {
   EMBER_RETURN_IF_ERROR(ember_cuda_kernels_load(driver, &executor->kernels));
   executor->kernels_loaded = true;
   ember_cuda_init_timer_mark(timer, "stream, Ember's kernels");
-  cublasStatus_t lt_result = executor->lt->cublasLtCreate(&executor->lt_handle);
-  if (lt_result != CUBLAS_STATUS_SUCCESS) {
-    executor->lt_handle = NULL;
-    return ember_cublaslt_status(executor->lt, lt_result, "cublasLtCreate");
+  if (executor->lt != NULL) {
+    cublasStatus_t lt_result = executor->lt->cublasLtCreate(&executor->lt_handle);
+    if (lt_result != CUBLAS_STATUS_SUCCESS) {
+      executor->lt_handle = NULL;
+      return ember_cublaslt_status(executor->lt, lt_result, "cublasLtCreate");
+    }
   }
-  ember_cuda_init_timer_mark(timer, "cublasLtCreate");
+  ember_cuda_init_timer_mark(timer, "cublasLtCreate (if GEMMs)");
   uint64_t extra_arena;
   EMBER_RETURN_IF_ERROR(plan_fusions(executor, &extra_arena));
   EMBER_RETURN_IF_ERROR(allocate_memory(executor, extra_arena));
@@ -2484,8 +2520,16 @@ static ember_status* cuda_executor_prepare(const ember_plan* plan,
   ember_cuda_init_timer_start(&timer);
   const ember_cuda_driver* driver;
   EMBER_RETURN_IF_ERROR(ember_cuda_driver_get(&driver));
-  const ember_cublaslt_library* lt;
-  EMBER_RETURN_IF_ERROR(ember_cublaslt_library_get(&lt));
+  const ember_cublaslt_library* lt = NULL;
+  uint32_t gemm_op;
+  if (plan_needs_cublaslt(plan, &gemm_op)) {
+    ember_status* status = ember_cublaslt_library_get(&lt);
+    if (status != NULL) {
+      const ember_op_desc* op = &plan->ops[gemm_op];
+      return ember_cuda_annotate(status, "cuda executor: op %" PRIu32 " (%s) runs on cuBLASLt",
+                                 gemm_op, ember_opcode_name(op->opcode));
+    }
+  }
 
   ember_cuda_executor* executor = calloc(1, sizeof *executor);
   if (executor == NULL) {
@@ -2498,7 +2542,7 @@ static ember_status* cuda_executor_prepare(const ember_plan* plan,
   executor->lt = lt;
   executor->use_graph = ember_settings_get()->cuda_graphs && !ember_settings_get()->cuda_profile;
   executor->init_timer = timer;
-  ember_cuda_init_timer_mark(&executor->init_timer, "driver, cuBLASLt library (once)");
+  ember_cuda_init_timer_mark(&executor->init_timer, "driver, cuBLASLt if GEMMs (once)");
 
   ember_status* status = open_device(executor);
   ember_cuda_init_timer_mark(&executor->init_timer, "device, primary context");
@@ -2549,6 +2593,12 @@ void ember_cuda_executor_get_info(const ember_executor* base,
       ++out_info->fused_activations;
     }
   }
+  out_info->cublaslt = executor->lt_handle != NULL;
+  for (uint32_t g = 0; g < executor->num_gemms; ++g) {
+    out_info->heuristic_cache_hits += executor->gemms[g].heuristic_hits;
+    out_info->heuristic_cache_misses += executor->gemms[g].heuristic_misses;
+  }
+  out_info->gemm_candidates_timed = executor->gemm_candidates_timed;
   out_info->graph = executor->use_graph;
   out_info->graph_node_updates = executor->graph_node_updates;
   out_info->graph_rebuilds = executor->graph_rebuilds;

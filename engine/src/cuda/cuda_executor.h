@@ -1,8 +1,8 @@
 /* The CUDA executor (cuda_executor.c; docs/cuda-executor.md describes it whole).
  *
- * prepare does everything that can be done once: loads the driver and cuBLASLt (at run
- * time: no link dependency), retains device 0's primary context, creates the program's
- * stream, loads the kernel modules, allocates the arena, the constants, a staging buffer
+ * prepare does everything that can be done once: loads the driver, and cuBLASLt when the
+ * plan has a GEMM (at run time: no link dependency), retains device 0's primary context,
+ * creates the program's stream, loads the kernel modules, allocates the arena, the constants, a staging buffer
  * per input and output and the GEMM workspace, uploads the constants, chooses every GEMM
  * algorithm, runs the program once to warm up, and builds and instantiates one CUDA
  * graph of the whole run.
@@ -13,9 +13,9 @@
  * copy, not counted). Then it replays the graph, updating only the nodes whose bound
  * pointers changed since the last replay, and waits for the stream. It allocates nothing.
  *
- * A prepare that cannot find what it needs (no driver, no device, no cuBLASLt, a device
- * the kernels were not built for, a GEMM cuBLASLt cannot do) fails with
- * EMBER_UNAVAILABLE, which EMBER_EXECUTOR_AUTO takes as "use the CPU". */
+ * A prepare that cannot find what it needs (no driver, no device, no cuBLASLt for a plan
+ * with GEMMs, a device the kernels were not built for, a GEMM cuBLASLt cannot do) fails
+ * with EMBER_UNAVAILABLE, which EMBER_EXECUTOR_AUTO takes as "use the CPU". */
 #ifndef EMBER_SRC_CUDA_CUDA_EXECUTOR_H_
 #define EMBER_SRC_CUDA_CUDA_EXECUTOR_H_
 
@@ -40,6 +40,10 @@ typedef struct ember_cuda_executor_info {
   uint32_t conv_gemms;           /* CONV2D ops run as im2col + GEMM (the rest: direct) */
   uint32_t conv_gemms_flat;      /* of those, run as one GEMM over all images */
   uint32_t gemv_kernels;         /* LINEAR ops of few rows run as the gemv kernel, not cuBLASLt */
+  bool cublaslt;                 /* the program has a cuBLASLt handle (it has GEMMs) */
+  uint32_t heuristic_cache_hits; /* GEMM heuristic questions the process's cache answered */
+  uint32_t heuristic_cache_misses; /* those cuBLASLt answered (then cached) */
+  uint32_t gemm_candidates_timed; /* algorithms the GEMM search timed at prepare */
   bool graph;                    /* runs replay a CUDA graph */
   uint64_t graph_node_updates;   /* graph nodes updated for changed bound pointers */
   uint64_t graph_rebuilds;       /* whole-graph rebuilds (an update the driver refused) */

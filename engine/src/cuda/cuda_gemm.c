@@ -4,6 +4,7 @@
 #include "cuda_driver.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -32,9 +33,14 @@ static uint32_t alignment_of(uint64_t value) {
 
 static uint32_t min_u32(uint32_t a, uint32_t b) { return a < b ? a : b; }
 
+/* Creates a layout and records in *out_key what it was given. */
 static ember_status* make_layout(const ember_cublaslt_library* lt, cudaDataType_t type,
                                  uint64_t rows, uint64_t cols, int64_t ld, int32_t batch,
-                                 int64_t batch_stride, cublasLtMatrixLayout_t* out_layout) {
+                                 int64_t batch_stride, cublasLtMatrixLayout_t* out_layout,
+                                 ember_cuda_gemm_layout_key* out_key) {
+  *out_key = (ember_cuda_gemm_layout_key){.type = type, .rows = rows, .cols = cols, .ld = ld,
+                                          .batch = batch > 1 ? batch : 1,
+                                          .batch_stride = batch > 1 ? batch_stride : 0};
   LT_CHECK(lt, lt->cublasLtMatrixLayoutCreate(out_layout, type, rows, cols, ld),
            "cublasLtMatrixLayoutCreate");
   if (batch > 1) {
@@ -50,38 +56,44 @@ static ember_status* make_layout(const ember_cublaslt_library* lt, cudaDataType_
   return NULL;
 }
 
-/* Asks the heuristic for the best algorithm with `epilogue`; *out_found is false (and
- * no error) when there is none. */
-static ember_status* find_algorithm(const ember_cublaslt_library* lt, cublasLtHandle_t handle,
-                                    ember_cuda_gemm* gemm, cublasLtEpilogue_t epilogue,
-                                    uint64_t bias_address, const uint32_t alignments[4],
-                                    size_t max_workspace, bool* out_found) {
-  *out_found = false;
-  uint32_t epilogue_value = (uint32_t)epilogue;
-  LT_CHECK(lt, lt->cublasLtMatmulDescSetAttribute(gemm->desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
-                                                  &epilogue_value, sizeof epilogue_value),
-           "cublasLtMatmulDescSetAttribute(EPILOGUE)");
-  if (epilogue == CUBLASLT_EPILOGUE_BIAS || epilogue == CUBLASLT_EPILOGUE_RELU_BIAS ||
-      epilogue == CUBLASLT_EPILOGUE_GELU_BIAS) {
-    /* The heuristic reads the pointer's alignment; enqueue sets the real one each time. */
-    const void* bias = (const void*)(uintptr_t)bias_address;
-    LT_CHECK(lt, lt->cublasLtMatmulDescSetAttribute(gemm->desc,
-                                                    CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
-                                                    sizeof bias),
-             "cublasLtMatmulDescSetAttribute(BIAS_POINTER)");
-  }
+/* The descriptor of every GEMM: float32 accumulation and scale, and the transposes;
+ * recorded in the key. */
+static ember_status* make_desc(const ember_cublaslt_library* lt, ember_cuda_gemm* gemm,
+                               int32_t transa, int32_t transb) {
+  gemm->key.compute_type = CUBLAS_COMPUTE_32F;
+  gemm->key.scale_type = CUDA_R_32F;
+  gemm->key.transa = transa;
+  gemm->key.transb = transb;
+  LT_CHECK(lt, lt->cublasLtMatmulDescCreate(&gemm->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+           "cublasLtMatmulDescCreate");
+  LT_CHECK(lt, lt->cublasLtMatmulDescSetAttribute(gemm->desc, CUBLASLT_MATMUL_DESC_TRANSA,
+                                                  &transa, sizeof transa),
+           "cublasLtMatmulDescSetAttribute(TRANSA)");
+  LT_CHECK(lt, lt->cublasLtMatmulDescSetAttribute(gemm->desc, CUBLASLT_MATMUL_DESC_TRANSB,
+                                                  &transb, sizeof transb),
+           "cublasLtMatmulDescSetAttribute(TRANSB)");
+  return NULL;
+}
+
+/* cublasLtMatmulAlgoGetHeuristic on the GEMM's descriptor and layouts, with a preference
+ * made from the key (so the key is what cuBLASLt saw). */
+static ember_status* ask_heuristic(const ember_cublaslt_library* lt, cublasLtHandle_t handle,
+                                   const ember_cuda_gemm* gemm,
+                                   ember_cuda_gemm_candidates* out_candidates) {
+  out_candidates->count = 0;
   cublasLtMatmulPreference_t preference = NULL;
   LT_CHECK(lt, lt->cublasLtMatmulPreferenceCreate(&preference),
            "cublasLtMatmulPreferenceCreate");
-  const uint64_t workspace = max_workspace;
+  const uint64_t workspace = gemm->key.max_workspace;
   static const cublasLtMatmulPreferenceAttributes_t alignment_attrs[4] = {
       CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
       CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
   cublasStatus_t result = lt->cublasLtMatmulPreferenceSetAttribute(
       preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof workspace);
   for (int i = 0; i < 4 && result == CUBLAS_STATUS_SUCCESS; ++i) {
+    const uint32_t alignment = (uint32_t)gemm->key.min_alignment[i];
     result = lt->cublasLtMatmulPreferenceSetAttribute(preference, alignment_attrs[i],
-                                                      &alignments[i], sizeof alignments[i]);
+                                                      &alignment, sizeof alignment);
   }
   cublasLtMatmulHeuristicResult_t heuristics[EMBER_CUDA_GEMM_CANDIDATES];
   memset(heuristics, 0, sizeof heuristics);
@@ -89,7 +101,7 @@ static ember_status* find_algorithm(const ember_cublaslt_library* lt, cublasLtHa
   if (result == CUBLAS_STATUS_SUCCESS) {
     result = lt->cublasLtMatmulAlgoGetHeuristic(handle, gemm->desc, gemm->a_layout,
                                                 gemm->b_layout, gemm->d_layout, gemm->d_layout,
-                                                preference, EMBER_CUDA_GEMM_CANDIDATES,
+                                                preference, (int)gemm->key.requested,
                                                 heuristics, &found);
   }
   lt->cublasLtMatmulPreferenceDestroy(preference);
@@ -98,13 +110,57 @@ static ember_status* find_algorithm(const ember_cublaslt_library* lt, cublasLtHa
   if (result != CUBLAS_STATUS_SUCCESS) {
     return ember_cublaslt_status(lt, result, "cublasLtMatmulAlgoGetHeuristic");
   }
-  gemm->num_candidates = 0;
   for (int i = 0; i < found && i < EMBER_CUDA_GEMM_CANDIDATES; ++i) {
     if (heuristics[i].state != CUBLAS_STATUS_SUCCESS) continue;
-    gemm->candidates[gemm->num_candidates] = heuristics[i].algo;
-    gemm->candidate_workspace[gemm->num_candidates] = heuristics[i].workspaceSize;
-    ++gemm->num_candidates;
+    out_candidates->algos[out_candidates->count] = heuristics[i].algo;
+    out_candidates->workspace[out_candidates->count] = heuristics[i].workspaceSize;
+    ++out_candidates->count;
   }
+  return NULL;
+}
+
+/* Sets `epilogue` (and the bias pointer it reads) and finds the GEMM's candidates: from
+ * the process's cache when the key was seen, else from the heuristic (then cached).
+ * *out_found is false (and no error) when there are none. */
+static ember_status* find_algorithm(const ember_cublaslt_library* lt, cublasLtHandle_t handle,
+                                    ember_cuda_gemm* gemm, cublasLtEpilogue_t epilogue,
+                                    uint64_t bias_address, const uint32_t alignments[4],
+                                    size_t max_workspace, bool* out_found) {
+  *out_found = false;
+  uint32_t epilogue_value = (uint32_t)epilogue;
+  gemm->key.epilogue = epilogue;
+  LT_CHECK(lt, lt->cublasLtMatmulDescSetAttribute(gemm->desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                                  &epilogue_value, sizeof epilogue_value),
+           "cublasLtMatmulDescSetAttribute(EPILOGUE)");
+  if (epilogue == CUBLASLT_EPILOGUE_BIAS || epilogue == CUBLASLT_EPILOGUE_RELU_BIAS ||
+      epilogue == CUBLASLT_EPILOGUE_GELU_BIAS) {
+    /* The heuristic reads the pointer's alignment; enqueue sets the real one each time.
+     * (Once set it stays set for later tries, and so does the key's record of it.) */
+    const void* bias = (const void*)(uintptr_t)bias_address;
+    gemm->key.bias_set = 1;
+    gemm->key.bias_alignment = bias_address == 0 ? 0 : alignment_of(bias_address);
+    LT_CHECK(lt, lt->cublasLtMatmulDescSetAttribute(gemm->desc,
+                                                    CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                                    sizeof bias),
+             "cublasLtMatmulDescSetAttribute(BIAS_POINTER)");
+  }
+  gemm->key.max_workspace = max_workspace;
+  for (int i = 0; i < 4; ++i) gemm->key.min_alignment[i] = alignments[i];
+  gemm->key.requested = EMBER_CUDA_GEMM_CANDIDATES;
+
+  ember_cuda_gemm_candidates candidates;
+  memset(&candidates, 0, sizeof candidates);
+  if (ember_cuda_gemm_cache_find(&gemm->key, &candidates)) {
+    ++gemm->heuristic_hits;
+  } else {
+    ++gemm->heuristic_misses;
+    EMBER_RETURN_IF_ERROR(ask_heuristic(lt, handle, gemm, &candidates));
+    ember_cuda_gemm_cache_add(&gemm->key, &candidates);
+  }
+  gemm->num_candidates = candidates.count;
+  memcpy(gemm->candidates, candidates.algos, candidates.count * sizeof candidates.algos[0]);
+  memcpy(gemm->candidate_workspace, candidates.workspace,
+         candidates.count * sizeof candidates.workspace[0]);
   if (gemm->num_candidates == 0) return NULL;
   ember_cuda_gemm_choose(gemm, 0);
   *out_found = true;
@@ -119,7 +175,7 @@ void ember_cuda_gemm_choose(ember_cuda_gemm* gemm, uint32_t c) {
 
 size_t ember_cuda_gemm_max_candidate_workspace(const ember_cuda_gemm* gemm) {
   size_t most = gemm->workspace_size;
-  for (uint32_t c = 0; c < gemm->num_candidates; ++c) {
+  for (uint32_t c = 0; c < gemm->num_candidates && c < EMBER_CUDA_GEMM_TIMED_CANDIDATES; ++c) {
     if (gemm->candidate_workspace[c] > most) most = gemm->candidate_workspace[c];
   }
   return most;
@@ -201,11 +257,11 @@ static ember_status* describe_matmul(const ember_cublaslt_library* lt, const emb
   }
   const cudaDataType_t type = data_type(y->dtype);
   EMBER_RETURN_IF_ERROR(make_layout(lt, type, (uint64_t)N, (uint64_t)K, N, *out_batch,
-                                    out_strides[0], &gemm->a_layout));
+                                    out_strides[0], &gemm->a_layout, &gemm->key.a));
   EMBER_RETURN_IF_ERROR(make_layout(lt, type, (uint64_t)K, gemm->n, K, *out_batch,
-                                    out_strides[1], &gemm->b_layout));
+                                    out_strides[1], &gemm->b_layout, &gemm->key.b));
   EMBER_RETURN_IF_ERROR(make_layout(lt, type, (uint64_t)N, gemm->n, N, *out_batch,
-                                    out_strides[2], &gemm->d_layout));
+                                    out_strides[2], &gemm->d_layout, &gemm->key.d));
   return NULL;
 }
 
@@ -231,13 +287,13 @@ static ember_status* describe_linear(const ember_cublaslt_library* lt, const emb
   /* w [N, K] row-major is column-major [K, N] (ld K), used transposed; w [K, N] row-major
    * is column-major [N, K] (ld N), used as is. */
   EMBER_RETURN_IF_ERROR(w_is_nk ? make_layout(lt, type, (uint64_t)K, (uint64_t)N, K, 1, 0,
-                                              &gemm->a_layout)
+                                              &gemm->a_layout, &gemm->key.a)
                                 : make_layout(lt, type, (uint64_t)N, (uint64_t)K, N, 1, 0,
-                                              &gemm->a_layout));
+                                              &gemm->a_layout, &gemm->key.a));
   EMBER_RETURN_IF_ERROR(make_layout(lt, type, (uint64_t)K, (uint64_t)M, K, 1, 0,
-                                    &gemm->b_layout));
+                                    &gemm->b_layout, &gemm->key.b));
   EMBER_RETURN_IF_ERROR(make_layout(lt, type, (uint64_t)N, (uint64_t)M, N, 1, 0,
-                                    &gemm->d_layout));
+                                    &gemm->d_layout, &gemm->key.d));
   return NULL;
 }
 
@@ -259,10 +315,8 @@ static ember_status* gemm_prepare(const ember_cublaslt_library* lt, cublasLtHand
     gemm->d_tensor = ember_plan_op_output(plan, fused, 0);
   }
 
-  LT_CHECK(lt, lt->cublasLtMatmulDescCreate(&gemm->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
-           "cublasLtMatmulDescCreate");
+  gemm->key.device = request->device;
   int32_t transa = CUBLAS_OP_N;
-  const int32_t transb = CUBLAS_OP_N;
   int64_t batch_strides[3] = {0, 0, 0};
   int32_t batch = 1;
   if (op->opcode == EMBER_OP_LINEAR) {
@@ -270,12 +324,7 @@ static ember_status* gemm_prepare(const ember_cublaslt_library* lt, cublasLtHand
   } else {
     EMBER_RETURN_IF_ERROR(describe_matmul(lt, plan, op, gemm, batch_strides, &batch));
   }
-  LT_CHECK(lt, lt->cublasLtMatmulDescSetAttribute(gemm->desc, CUBLASLT_MATMUL_DESC_TRANSA,
-                                                  &transa, sizeof transa),
-           "cublasLtMatmulDescSetAttribute(TRANSA)");
-  LT_CHECK(lt, lt->cublasLtMatmulDescSetAttribute(gemm->desc, CUBLASLT_MATMUL_DESC_TRANSB,
-                                                  &transb, sizeof transb),
-           "cublasLtMatmulDescSetAttribute(TRANSB)");
+  EMBER_RETURN_IF_ERROR(make_desc(lt, gemm, transa, CUBLAS_OP_N));
 
   /* Alignments the algorithm may rely on: each pointer's, and each batch or loop step's. */
   const size_t es = gemm->element_size;
@@ -329,11 +378,21 @@ static ember_status* gemm_prepare(const ember_cublaslt_library* lt, cublasLtHand
                            gemm->k, ember_dtype_name(y->dtype));
 }
 
+/* The executor loads cuBLASLt only for plans that have GEMMs (plan_needs_cublaslt in
+ * cuda_executor.c); a GEMM it missed is a bug in that check, said as such. */
+static ember_status* check_loaded(const ember_cublaslt_library* lt, cublasLtHandle_t handle) {
+  if (lt != NULL && handle != NULL) return NULL;
+  return ember_status_make(EMBER_INTERNAL, "cuda executor: a GEMM is being prepared but "
+                           "cuBLASLt was not loaded for this program (plan_needs_cublaslt in "
+                           "cuda_executor.c must count this op)");
+}
+
 ember_status* ember_cuda_gemm_prepare(const ember_cublaslt_library* lt, cublasLtHandle_t handle,
                                       const ember_cuda_gemm_request* request,
                                       ember_cuda_gemm* out_gemm) {
   memset(out_gemm, 0, sizeof *out_gemm);
-  ember_status* status = gemm_prepare(lt, handle, request, out_gemm);
+  ember_status* status = check_loaded(lt, handle);
+  if (status == NULL) status = gemm_prepare(lt, handle, request, out_gemm);
   if (status != NULL) {
     ember_cuda_gemm_release(lt, out_gemm);
     char context[96];
@@ -356,25 +415,21 @@ static ember_status* gemm_prepare_plain(const ember_cublaslt_library* lt,
   gemm->n = request->n;
   gemm->k = request->k;
   gemm->calls = 1;
+  gemm->key.device = request->device;
   const cudaDataType_t type = data_type(request->dtype);
   const cudaDataType_t d_type = data_type(request->d_dtype);
-  LT_CHECK(lt, lt->cublasLtMatmulDescCreate(&gemm->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
-           "cublasLtMatmulDescCreate");
-  const int32_t trans_a = request->transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const int32_t trans_b = CUBLAS_OP_N;
-  LT_CHECK(lt, lt->cublasLtMatmulDescSetAttribute(gemm->desc, CUBLASLT_MATMUL_DESC_TRANSA,
-                                                  &trans_a, sizeof trans_a),
-           "cublasLtMatmulDescSetAttribute(TRANSA)");
-  LT_CHECK(lt, lt->cublasLtMatmulDescSetAttribute(gemm->desc, CUBLASLT_MATMUL_DESC_TRANSB,
-                                                  &trans_b, sizeof trans_b),
-           "cublasLtMatmulDescSetAttribute(TRANSB)");
+  EMBER_RETURN_IF_ERROR(
+      make_desc(lt, gemm, request->transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N));
   EMBER_RETURN_IF_ERROR(make_layout(lt, type, request->transpose_a ? request->k : request->m,
                                     request->transpose_a ? request->m : request->k, request->lda,
-                                    request->batch, request->strides[0], &gemm->a_layout));
+                                    request->batch, request->strides[0], &gemm->a_layout,
+                                    &gemm->key.a));
   EMBER_RETURN_IF_ERROR(make_layout(lt, type, request->k, request->n, request->ldb,
-                                    request->batch, request->strides[1], &gemm->b_layout));
+                                    request->batch, request->strides[1], &gemm->b_layout,
+                                    &gemm->key.b));
   EMBER_RETURN_IF_ERROR(make_layout(lt, d_type, request->m, request->n, request->ldd,
-                                    request->batch, request->strides[2], &gemm->d_layout));
+                                    request->batch, request->strides[2], &gemm->d_layout,
+                                    &gemm->key.d));
   const size_t es = gemm->element_size, d_es = ember_dtype_size(request->d_dtype);
   uint32_t alignments[4] = {
       min_u32(request->alignments[0], alignment_of((uint64_t)request->strides[0] * es)),
@@ -405,7 +460,8 @@ ember_status* ember_cuda_gemm_prepare_plain(const ember_cublaslt_library* lt,
                                             const ember_cuda_gemm_plain* request,
                                             ember_cuda_gemm* out_gemm) {
   memset(out_gemm, 0, sizeof *out_gemm);
-  ember_status* status = gemm_prepare_plain(lt, handle, request, out_gemm);
+  ember_status* status = check_loaded(lt, handle);
+  if (status == NULL) status = gemm_prepare_plain(lt, handle, request, out_gemm);
   if (status != NULL) ember_cuda_gemm_release(lt, out_gemm);
   return status;
 }
@@ -455,4 +511,76 @@ void ember_cuda_gemm_release(const ember_cublaslt_library* lt, ember_cuda_gemm* 
     if (gemm->desc != NULL) lt->cublasLtMatmulDescDestroy(gemm->desc);
   }
   memset(gemm, 0, sizeof *gemm);
+}
+
+/* ---- the heuristic cache (cuda_gemm.h) ------------------------------------------------ */
+
+_Static_assert(sizeof(ember_cuda_gemm_key) % sizeof(uint64_t) == 0 &&
+                   sizeof(ember_cuda_gemm_layout_key) == 6 * sizeof(uint64_t),
+               "the key is 64-bit fields only, without padding, so memcmp compares it");
+
+typedef struct cache_entry {
+  uint64_t hash;
+  ember_cuda_gemm_key key;
+  ember_cuda_gemm_candidates candidates;
+} cache_entry;
+
+/* Static storage: bounded, never freed, untouched pages cost nothing. A linear scan
+ * over at most 512 hashes is noise beside one heuristic call (~ms). */
+static pthread_mutex_t cache_mutex = PTHREAD_MUTEX_INITIALIZER;
+static cache_entry cache_entries[EMBER_CUDA_GEMM_CACHE_ENTRIES];
+static uint32_t cache_count;
+static uint64_t cache_hits, cache_misses;
+
+static uint64_t key_hash(const ember_cuda_gemm_key* key) {
+  const uint8_t* bytes = (const uint8_t*)key;
+  uint64_t h = 1469598103934665603ull; /* FNV-1a */
+  for (size_t i = 0; i < sizeof *key; ++i) h = (h ^ bytes[i]) * 1099511628211ull;
+  return h;
+}
+
+/* The entry holding `key`, or NULL. Call with cache_mutex held. */
+static const cache_entry* cache_lookup(const ember_cuda_gemm_key* key, uint64_t hash) {
+  for (uint32_t i = 0; i < cache_count; ++i) {
+    const cache_entry* entry = &cache_entries[i];
+    if (entry->hash == hash && memcmp(&entry->key, key, sizeof *key) == 0) return entry;
+  }
+  return NULL;
+}
+
+bool ember_cuda_gemm_cache_find(const ember_cuda_gemm_key* key,
+                                ember_cuda_gemm_candidates* out_candidates) {
+  const uint64_t hash = key_hash(key);
+  pthread_mutex_lock(&cache_mutex);
+  const cache_entry* entry = cache_lookup(key, hash);
+  if (entry != NULL) {
+    *out_candidates = entry->candidates;
+    ++cache_hits;
+  } else {
+    ++cache_misses;
+  }
+  pthread_mutex_unlock(&cache_mutex);
+  return entry != NULL;
+}
+
+void ember_cuda_gemm_cache_add(const ember_cuda_gemm_key* key,
+                               const ember_cuda_gemm_candidates* candidates) {
+  const uint64_t hash = key_hash(key);
+  pthread_mutex_lock(&cache_mutex);
+  /* Two threads may ask about one key at once; the first answer is kept. */
+  if (cache_count < EMBER_CUDA_GEMM_CACHE_ENTRIES && cache_lookup(key, hash) == NULL) {
+    cache_entry* entry = &cache_entries[cache_count++];
+    entry->hash = hash;
+    entry->key = *key;
+    entry->candidates = *candidates;
+  }
+  pthread_mutex_unlock(&cache_mutex);
+}
+
+void ember_cuda_gemm_cache_get_stats(ember_cuda_gemm_cache_stats* out_stats) {
+  pthread_mutex_lock(&cache_mutex);
+  out_stats->hits = cache_hits;
+  out_stats->misses = cache_misses;
+  out_stats->entries = cache_count;
+  pthread_mutex_unlock(&cache_mutex);
 }

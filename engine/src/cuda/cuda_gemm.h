@@ -24,8 +24,53 @@
 #include "kernel_params.h"
 #include "plan.h"
 
-/* How many of the heuristic's algorithms a GEMM keeps to time at prepare. */
+/* How many algorithms a GEMM asks cublasLtMatmulAlgoGetHeuristic for and keeps (in the
+ * heuristic's order). */
 #define EMBER_CUDA_GEMM_CANDIDATES 8
+/* How many of those, the heuristic's first, the executor times at prepare
+ * (choose_gemm_algorithms). Timing a candidate costs more than its runs: cuBLASLt loads
+ * its kernel lazily, several ms each on the H200, and the heuristic's later picks rarely
+ * win; the workspace is sized for these alone. */
+#define EMBER_CUDA_GEMM_TIMED_CANDIDATES 4
+_Static_assert(EMBER_CUDA_GEMM_TIMED_CANDIDATES <= EMBER_CUDA_GEMM_CANDIDATES,
+               "the executor times candidates the heuristic gave");
+
+/* One matrix layout as make_layout told cuBLASLt. */
+typedef struct ember_cuda_gemm_layout_key {
+  int64_t type; /* cudaDataType_t */
+  uint64_t rows, cols;
+  int64_t ld;
+  int64_t batch;        /* 1 when BATCH_COUNT was not set */
+  int64_t batch_stride; /* 0 when STRIDED_BATCH_OFFSET was not set */
+} ember_cuda_gemm_layout_key;
+
+/* Everything cublasLtMatmulAlgoGetHeuristic is given, as values, recorded as the
+ * descriptor, layouts and preference are set (cuda_gemm.c): the key of the process's
+ * heuristic cache. An attribute newly set on any of them needs a field here, or two
+ * GEMMs that differ in it would share candidates. Every field is 64 bits wide so the
+ * struct has no padding and compares with memcmp. */
+typedef struct ember_cuda_gemm_key {
+  int64_t device; /* CUdevice ordinal the cuBLASLt handle works on */
+  int64_t compute_type, scale_type;
+  int64_t transa, transb;
+  int64_t epilogue;
+  /* BIAS_POINTER: 0 not set, 1 set. The heuristic reads the pointer's alignment (up to
+   * 256 bytes; 0 for NULL), not where it points, so that is what is kept. */
+  int64_t bias_set;
+  uint64_t bias_alignment;
+  ember_cuda_gemm_layout_key a, b, d; /* C is D */
+  uint64_t max_workspace;
+  uint64_t min_alignment[4]; /* A, B, C, D, bytes */
+  uint64_t requested;        /* algorithms asked for */
+} ember_cuda_gemm_key;
+
+/* What the heuristic answered for a key: its successful algorithms in its order, and
+ * the workspace each needs; count 0 when it had none. */
+typedef struct ember_cuda_gemm_candidates {
+  uint32_t count;
+  cublasLtMatmulAlgo_t algos[EMBER_CUDA_GEMM_CANDIDATES];
+  size_t workspace[EMBER_CUDA_GEMM_CANDIDATES];
+} ember_cuda_gemm_candidates;
 
 /* What the GEMM's epilogue applies after the product (and the bias, when fused). */
 typedef enum ember_cuda_gemm_activation {
@@ -60,6 +105,12 @@ typedef struct ember_cuda_gemm {
   int64_t b_loop_strides[EMBER_K_MAX_RANK];
   int64_t d_loop_strides[EMBER_K_MAX_RANK];
 
+  /* What the descriptor, layouts and last preference were given (the cache's key), and
+   * how many of this GEMM's heuristic questions the cache answered, or cuBLASLt did. */
+  ember_cuda_gemm_key key;
+  uint32_t heuristic_hits;
+  uint32_t heuristic_misses;
+
   cublasLtMatmulDesc_t desc;
   cublasLtMatrixLayout_t a_layout;
   cublasLtMatrixLayout_t b_layout;
@@ -92,6 +143,7 @@ typedef struct ember_cuda_gemm_request {
   ember_cuda_gemm_address_fn address;
   void* address_context;
   size_t max_workspace; /* bytes the heuristic may ask for */
+  int device;           /* CUdevice ordinal of the handle (the heuristic cache's key) */
 } ember_cuda_gemm_request;
 
 /* Prepares `out_gemm` (zeroed first). With a fused activation that cuBLASLt has no
@@ -122,6 +174,7 @@ typedef struct ember_cuda_gemm_plain {
   int64_t strides[3];
   uint32_t alignments[3];
   size_t max_workspace;
+  int device; /* CUdevice ordinal of the handle (the heuristic cache's key) */
 } ember_cuda_gemm_plain;
 
 ember_status* ember_cuda_gemm_prepare_plain(const ember_cublaslt_library* lt,
@@ -139,8 +192,37 @@ ember_status* ember_cuda_gemm_enqueue(const ember_cublaslt_library* lt, cublasLt
 /* Makes candidate `c` the algorithm the GEMM runs (c < num_candidates). */
 void ember_cuda_gemm_choose(ember_cuda_gemm* gemm, uint32_t c);
 
-/* The most workspace any candidate needs. */
+/* The most workspace the chosen algorithm or any candidate the executor may time
+ * (the first EMBER_CUDA_GEMM_TIMED_CANDIDATES) needs. */
 size_t ember_cuda_gemm_max_candidate_workspace(const ember_cuda_gemm* gemm);
+
+/* The process's heuristic cache: a GEMM whose key (descriptor, layouts, preference,
+ * device) was seen before takes the candidates cuBLASLt gave then, instead of asking
+ * again (a transformer's repeated layers; the same model loaded twice). Only the
+ * candidate list comes from it; the executor still times them on the GEMM's own
+ * operands. Thread-safe (a mutex). Bounded: once EMBER_CUDA_GEMM_CACHE_ENTRIES keys are
+ * in, new ones are not kept (asked every time, as without a cache); the entries live in
+ * static storage for the process's life, so there is nothing to free. Errors are not
+ * kept. */
+#define EMBER_CUDA_GEMM_CACHE_ENTRIES 512
+
+/* Whether `key` is in the cache; if so, *out_candidates is what was added for it. Counts
+ * a hit or a miss. */
+bool ember_cuda_gemm_cache_find(const ember_cuda_gemm_key* key,
+                                ember_cuda_gemm_candidates* out_candidates);
+
+/* Adds `key` with `candidates`, unless it is there already or the cache is full. */
+void ember_cuda_gemm_cache_add(const ember_cuda_gemm_key* key,
+                               const ember_cuda_gemm_candidates* candidates);
+
+typedef struct ember_cuda_gemm_cache_stats {
+  uint64_t hits;
+  uint64_t misses;
+  uint32_t entries;
+} ember_cuda_gemm_cache_stats;
+
+/* The cache's counts since the process started. */
+void ember_cuda_gemm_cache_get_stats(ember_cuda_gemm_cache_stats* out_stats);
 
 /* Releases the descriptors. Safe on a zeroed gemm. */
 void ember_cuda_gemm_release(const ember_cublaslt_library* lt, ember_cuda_gemm* gemm);

@@ -14,6 +14,14 @@
  *   profile   run with EMBER_CUDA_PROFILE=1: where CUDA works, a program run 3 times
  *             prints, when destroyed, a per-step report naming 3 runs and the MLP's
  *             LINEAR steps; a program on the CPU executor prints none (the control).
+ *   lazy_cublaslt  in a process that has not touched cuBLASLt: a program whose only
+ *             LINEAR runs as the gemv kernel runs on CUDA (with a driver) without loading
+ *             cuBLASLt, whether or not cuBLASLt is there; the MLP (GEMMs, the control)
+ *             loads it, or where it is missing fails naming its first GEMM op and
+ *             `pip install nvidia-cublas`. Where it loads, the MLP created a second time
+ *             asks the heuristic nothing (every question answered by the process's
+ *             cache), and no GEMM times more than EMBER_CUDA_GEMM_TIMED_CANDIDATES
+ *             algorithms. Without a driver nothing loads cuBLASLt either.
  *
  * Usage: test_cuda_executor_choice DATA_DIR MODE */
 #define _POSIX_C_SOURCE 200809L /* fileno, dup */
@@ -24,6 +32,9 @@
 
 #include "cublaslt_library.h"
 #include "cuda_driver.h"
+#include "cuda_executor.h"
+#include "cuda_gemm.h"
+#include "program_internal.h"
 #include "test_support.h"
 
 static int g_checks;
@@ -176,9 +187,104 @@ static void check_env_bad_flag(const uint8_t* plan, size_t size) {
   EXPECT(program == NULL, "program set after a failed create");
 }
 
+static ember_cuda_executor_info info_of(const ember_program* program) {
+  ember_cuda_executor_info info;
+  ember_cuda_executor_get_info(program->executor, &info);
+  return info;
+}
+
+static void check_lazy_cublaslt(const char* dir, const uint8_t* gemm_plan, size_t gemm_size) {
+  char* path = test_join(dir, "linear_m1_f32", ".plan"); /* one LINEAR of 1 row: gemv */
+  size_t gemv_size;
+  uint8_t* gemv_plan = test_read_file(path, &gemv_size);
+  free(path);
+  EXPECT(!ember_cublaslt_library_attempted(), "cuBLASLt loaded before any program");
+  const ember_cuda_driver* driver;
+  ember_status* no_driver = ember_cuda_driver_get(&driver);
+  printf("driver: %s\n", no_driver == NULL ? "available" : ember_status_message(no_driver));
+
+  /* Ember's kernels only: CUDA without cuBLASLt, asked for or chosen by AUTO. */
+  const ember_executor_kind kinds[2] = {EMBER_EXECUTOR_CUDA, EMBER_EXECUTOR_AUTO};
+  for (int k = 0; k < 2; ++k) {
+    ember_program* program = NULL;
+    ember_status* status = create(gemv_plan, gemv_size, kinds[k], &program);
+    if (no_driver != NULL) {
+      if (kinds[k] == EMBER_EXECUTOR_CUDA) {
+        COUNT(CHECK_STATUS(status, EMBER_UNAVAILABLE, "libcuda.so.1"));
+      } else if (COUNT(CHECK_OK(status))) {
+        ember_program_destroy(program);
+      }
+      continue;
+    }
+    if (!COUNT(CHECK_OK(status))) continue;
+    EXPECT(ember_program_executor(program) == EMBER_EXECUTOR_CUDA &&
+               ember_program_fallback_reason(program) == NULL,
+           "a gemv-only program with %s did not run on CUDA: %s",
+           ember_executor_kind_name(kinds[k]),
+           ember_program_fallback_reason(program) ? ember_program_fallback_reason(program) : "");
+    if (ember_program_executor(program) == EMBER_EXECUTOR_CUDA) {
+      const ember_cuda_executor_info info = info_of(program);
+      EXPECT(!info.cublaslt && info.gemms == 0 && info.gemv_kernels == 1,
+             "gemv-only program: cublaslt %d, %u GEMMs, %u gemv kernels (expected 0, 0, 1)",
+             (int)info.cublaslt, info.gemms, info.gemv_kernels);
+    }
+    run_once(program);
+    ember_program_destroy(program);
+  }
+  EXPECT(!ember_cublaslt_library_attempted(), "a program without GEMMs loaded cuBLASLt");
+
+  /* The control: the MLP's LINEARs of 16 rows are cuBLASLt GEMMs. */
+  ember_program* program = NULL;
+  ember_status* status = create(gemm_plan, gemm_size, EMBER_EXECUTOR_CUDA, &program);
+  if (no_driver != NULL) {
+    COUNT(CHECK_STATUS(status, EMBER_UNAVAILABLE, "libcuda.so.1"));
+    EXPECT(!ember_cublaslt_library_attempted(), "cuBLASLt loaded without a driver");
+    ember_status_free(no_driver);
+    free(gemv_plan);
+    return;
+  }
+  EXPECT(ember_cublaslt_library_attempted(), "a program with GEMMs did not load cuBLASLt");
+  if (status != NULL) {
+    printf("cuBLASLt missing: %s\n", ember_status_message(status));
+    COUNT(CHECK_STATUS(status, EMBER_UNAVAILABLE, "(LINEAR) runs on cuBLASLt"));
+    /* CHECK_STATUS took the status; this one is for the fix. */
+    COUNT(CHECK_STATUS(create(gemm_plan, gemm_size, EMBER_EXECUTOR_CUDA, &program),
+                       EMBER_UNAVAILABLE, "pip install nvidia-cublas"));
+    free(gemv_plan);
+    return;
+  }
+  const ember_cuda_executor_info first = info_of(program);
+  EXPECT(first.cublaslt && first.gemms > 0 && first.heuristic_cache_misses > 0,
+         "MLP: cublaslt %d, %u GEMMs, %u heuristic misses", (int)first.cublaslt, first.gemms,
+         first.heuristic_cache_misses);
+  EXPECT(first.gemm_candidates_timed <= EMBER_CUDA_GEMM_TIMED_CANDIDATES * first.gemms,
+         "MLP: %u candidates timed for %u GEMMs (at most %d each)", first.gemm_candidates_timed,
+         first.gemms, EMBER_CUDA_GEMM_TIMED_CANDIDATES);
+  run_once(program);
+  ember_program_destroy(program);
+
+  program = NULL;
+  if (COUNT(CHECK_OK(create(gemm_plan, gemm_size, EMBER_EXECUTOR_CUDA, &program)))) {
+    const ember_cuda_executor_info second = info_of(program);
+    printf("MLP heuristic questions: first program %u cached, %u asked; second %u cached, "
+           "%u asked\n", first.heuristic_cache_hits, first.heuristic_cache_misses,
+           second.heuristic_cache_hits, second.heuristic_cache_misses);
+    EXPECT(second.heuristic_cache_misses == 0 &&
+               second.heuristic_cache_hits ==
+                   first.heuristic_cache_hits + first.heuristic_cache_misses,
+           "the same MLP again asked the heuristic %u times (%u cached; expected 0 and %u)",
+           second.heuristic_cache_misses, second.heuristic_cache_hits,
+           first.heuristic_cache_hits + first.heuristic_cache_misses);
+    run_once(program);
+    ember_program_destroy(program);
+  }
+  free(gemv_plan);
+}
+
 int main(int argc, char** argv) {
   if (argc != 3) {
-    fprintf(stderr, "usage: %s DATA_DIR default|env_cpu|env_bad|env_bad_flag|profile\n", argv[0]);
+    fprintf(stderr, "usage: %s DATA_DIR default|env_cpu|env_bad|env_bad_flag|profile|"
+            "lazy_cublaslt\n", argv[0]);
     return 2;
   }
   char* path = test_join(argv[1], "mlp_f32", ".plan");
@@ -195,6 +301,8 @@ int main(int argc, char** argv) {
     check_env_bad_flag(plan, size);
   } else if (strcmp(argv[2], "profile") == 0) {
     check_profile(plan, size);
+  } else if (strcmp(argv[2], "lazy_cublaslt") == 0) {
+    check_lazy_cublaslt(argv[1], plan, size);
   } else {
     fprintf(stderr, "unknown mode %s\n", argv[2]);
     return 2;
