@@ -158,22 +158,6 @@ __device__ void im2col_vectors(const ember_k_im2col_params& p) {
     I r = by_ow(position), c = position - r * ow;
     Im2colRow<B> row;
     row.locate(p, outer, by_outer, by_kw, by_kh, one);
-    if (valid == kCount && c + kCount <= ow) {
-      /* The common case, without the per-element wrapping below: the whole vector lies in
-       * one output row of one row of col, so it is a constant (bias, padding rows, input
-       * rows outside), or kCount taps of one input row, strided, all inside. */
-      const I h0 = r * stride_h - pad_h + row.ki * dilation_h;
-      const I w0 = c * stride_w - pad_w + row.kj * dilation_w;
-      const bool inside_h = row.data && h0 >= 0 && h0 < in_h;
-      if (!inside_h || (w0 >= 0 && w0 + (kCount - 1) * stride_w < in_w)) {
-        Vec16<T> out;
-        const B* from = x + (inside_h ? row.plane + h0 * in_w + w0 : 0);
-#pragma unroll
-        for (int k = 0; k < kCount; ++k) out.bits[k] = inside_h ? from[k * stride_w] : row.outside;
-        out.store(p.col, (uint32_t)v);
-        continue;
-      }
-    }
     /* What depends on the output row: whether the input row is inside. */
     I h = r * stride_h - pad_h + row.ki * dilation_h;
     bool h_inside = row.data && h >= 0 && h < in_h;
