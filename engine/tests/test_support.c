@@ -25,6 +25,22 @@ void test_fail(const char* file, int line, const char* format, ...) {
   pthread_mutex_unlock(&g_failure_mutex);
 }
 
+static int g_counted_checks;
+
+bool test_count(bool ok) {
+  pthread_mutex_lock(&g_failure_mutex);
+  ++g_counted_checks;
+  pthread_mutex_unlock(&g_failure_mutex);
+  return ok;
+}
+
+int test_counted_checks(void) {
+  pthread_mutex_lock(&g_failure_mutex);
+  const int checks = g_counted_checks;
+  pthread_mutex_unlock(&g_failure_mutex);
+  return checks;
+}
+
 int test_failure_count(void) {
   pthread_mutex_lock(&g_failure_mutex);
   int failures = g_failures;

@@ -21,6 +21,14 @@ int test_failure_count(void);
 /* Prints a summary; returns the process exit code. */
 int test_finish(const char* test_name, int checks_run);
 
+/* A check that is also an expression: counted (test_counted_checks), a failure recorded,
+ * evaluates to whether it held. The CUDA tests name them COUNT and EXPECT. */
+bool test_count(bool ok);
+int test_counted_checks(void);
+#define TEST_COUNT(x) test_count(x)
+#define TEST_EXPECT(cond, ...) \
+  test_count((cond) ? true : (test_fail(__FILE__, __LINE__, __VA_ARGS__), false))
+
 #define CHECK(cond, ...)                                  \
   do {                                                    \
     if (!(cond)) test_fail(__FILE__, __LINE__, __VA_ARGS__); \

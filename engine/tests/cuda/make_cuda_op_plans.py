@@ -102,6 +102,17 @@ class Plan:
         return output
 
 
+def slice_cases(shapes):
+    """SLICE cases: (name, x shape, dim, start, step, length) each."""
+    for shape_name, x_shape, dim, start, step, length in shapes:
+        def build(p, x_shape=x_shape, dim=dim, start=start, step=step, length=length):
+            x = p.input(x_shape)
+            y_shape = list(x_shape)
+            y_shape[dim] = length
+            p.op(pw.Op.SLICE, [x], p.out(y_shape), [dim, start, step])
+        yield f"slice_{shape_name}", -2.0, 2.0, build
+
+
 def bshape(a, b):
     rank = max(len(a), len(b))
     a = [1] * (rank - len(a)) + list(a)
@@ -453,17 +464,11 @@ def issue5_cases():
         p.op(pw.Op.EXPAND, [x], p.out([3, 5], D.BOOL))
     yield "expand_bool", 0.0, 1.0, build_expand_bool
 
-    for shape_name, x_shape, dim, start, step, length in (
-            ("mid_step1", [4, 10, 3], 1, 2, 1, 5), ("mid_step3", [4, 10, 3], 1, 1, 3, 3),
-            ("first_step2", [6, 7], 0, 0, 2, 3), ("last_step2", [5, 9], 1, 1, 2, 4),
-            ("last_step1", [5, 9], 1, 3, 1, 5), ("empty", [4, 10], 1, 10, 1, 0),
-            ("whole", [3, 4], 0, 0, 1, 3), ("odd_bytes", [3, 7], 1, 1, 1, 3)):
-        def build(p, x_shape=x_shape, dim=dim, start=start, step=step, length=length):
-            x = p.input(x_shape)
-            y_shape = list(x_shape)
-            y_shape[dim] = length
-            p.op(pw.Op.SLICE, [x], p.out(y_shape), [dim, start, step])
-        yield f"slice_{shape_name}", -2.0, 2.0, build
+    yield from slice_cases((
+        ("mid_step1", [4, 10, 3], 1, 2, 1, 5), ("mid_step3", [4, 10, 3], 1, 1, 3, 3),
+        ("first_step2", [6, 7], 0, 0, 2, 3), ("last_step2", [5, 9], 1, 1, 2, 4),
+        ("last_step1", [5, 9], 1, 3, 1, 5), ("empty", [4, 10], 1, 10, 1, 0),
+        ("whole", [3, 4], 0, 0, 1, 3), ("odd_bytes", [3, 7], 1, 1, 1, 3)))
 
     def build_slice_i64(p):
         x = p.input([4, 6], D.INT64)
@@ -789,16 +794,10 @@ def bandwidth_cases():
         yield f"permute_{shape_name}", -50.0, 50.0, build
 
     # SLICE with a step over an outer dim: a gather with a nonzero offset, widened.
-    for shape_name, x_shape, dim, start, step, length in (
-            ("rows_step2", [6, 12], 0, 1, 2, 3),           # 8 B, 16 B
-            ("rows_step2_w16", [7, 3, 32], 0, 2, 2, 3),    # 16 B, 16 B
-            ("rows_step3_odd", [7, 10], 0, 1, 3, 2)):      # 4 B, 8 B
-        def build(p, x_shape=x_shape, dim=dim, start=start, step=step, length=length):
-            x = p.input(x_shape)
-            y_shape = list(x_shape)
-            y_shape[dim] = length
-            p.op(pw.Op.SLICE, [x], p.out(y_shape), [dim, start, step])
-        yield f"slice_{shape_name}", -2.0, 2.0, build
+    yield from slice_cases((
+        ("rows_step2", [6, 12], 0, 1, 2, 3),           # 8 B, 16 B
+        ("rows_step2_w16", [7, 3, 32], 0, 2, 2, 3),    # 16 B, 16 B
+        ("rows_step3_odd", [7, 10], 0, 1, 3, 2)))      # 4 B, 8 B
 
     # EXPAND along an outer dim of a contiguous innermost one: zero strides, widened.
     for shape_name, x_shape, y_shape in (("inner_w", [3, 1, 16], [3, 5, 16]),

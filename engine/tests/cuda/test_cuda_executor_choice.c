@@ -37,15 +37,8 @@
 #include "program_internal.h"
 #include "test_support.h"
 
-static int g_checks;
-static bool counted(bool ok) {
-  ++g_checks;
-  return ok;
-}
-#define COUNT(x) counted(x)
-/* CHECK as an expression: counts, records a failure, evaluates to whether it held. */
-#define EXPECT(cond, ...) \
-  counted((cond) ? true : (test_fail(__FILE__, __LINE__, __VA_ARGS__), false))
+#define COUNT(x) TEST_COUNT(x)
+#define EXPECT(cond, ...) TEST_EXPECT(cond, __VA_ARGS__)
 
 static ember_status* create(const uint8_t* plan, size_t size, ember_executor_kind kind,
                             ember_program** out) {
@@ -308,5 +301,5 @@ int main(int argc, char** argv) {
     return 2;
   }
   free(plan);
-  return test_finish("test_cuda_executor_choice", g_checks);
+  return test_finish("test_cuda_executor_choice", test_counted_checks());
 }

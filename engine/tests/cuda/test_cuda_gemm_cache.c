@@ -21,14 +21,8 @@
 #include "cuda_gemm.h"
 #include "test_support.h"
 
-static int g_checks;
-static bool counted(bool ok) {
-  ++g_checks;
-  return ok;
-}
-#define COUNT(x) counted(x)
-#define EXPECT(cond, ...) \
-  counted((cond) ? true : (test_fail(__FILE__, __LINE__, __VA_ARGS__), false))
+#define COUNT(x) TEST_COUNT(x)
+#define EXPECT(cond, ...) TEST_EXPECT(cond, __VA_ARGS__)
 
 /* ---- a fake cuBLASLt ------------------------------------------------------------------ */
 
@@ -563,5 +557,5 @@ int main(int argc, char** argv) {
   ember_cuda_gemm_cache_get_stats(&stats);
   printf("heuristic cache: %" PRIu64 " hits, %" PRIu64 " misses, %u entries; %d heuristic "
          "calls\n", stats.hits, stats.misses, stats.entries, g_heuristic_calls);
-  return test_finish("test_cuda_gemm_cache", g_checks);
+  return test_finish("test_cuda_gemm_cache", test_counted_checks());
 }

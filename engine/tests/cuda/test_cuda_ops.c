@@ -35,15 +35,8 @@
 
 #define SKIP_EXIT_CODE 77
 
-static int g_checks;
-static bool counted(bool ok) {
-  ++g_checks;
-  return ok;
-}
-#define COUNT(x) counted(x)
-/* CHECK as an expression: counts, records a failure, evaluates to whether it held. */
-#define EXPECT(cond, ...) \
-  counted((cond) ? true : (test_fail(__FILE__, __LINE__, __VA_ARGS__), false))
+#define COUNT(x) TEST_COUNT(x)
+#define EXPECT(cond, ...) TEST_EXPECT(cond, __VA_ARGS__)
 
 static const ember_cuda_driver* g_driver;
 static CUcontext g_context;
@@ -886,7 +879,7 @@ int main(int argc, char** argv) {
     run_dynamic_cases(dir, filter, false);
     printf("SKIP test_cuda_ops: %s\n", ember_status_message(status));
     ember_status_free(status);
-    const int cpu_result = test_finish("test_cuda_ops (CPU half)", g_checks);
+    const int cpu_result = test_finish("test_cuda_ops (CPU half)", test_counted_checks());
     return cpu_result != 0 ? cpu_result : SKIP_EXIT_CODE;
   }
   CUdevice device;
@@ -965,5 +958,5 @@ int main(int argc, char** argv) {
   CUcontext popped;
   g_driver->cuCtxPopCurrent(&popped);
   g_driver->cuDevicePrimaryCtxRelease(device);
-  return test_finish("test_cuda_ops", g_checks);
+  return test_finish("test_cuda_ops", test_counted_checks());
 }
