@@ -81,7 +81,14 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   free(plan); /* the program must not need the plan any more */
   if (program != NULL) {
     ember_status* ran = run_with_zeros(program);
-    if (ran != NULL) abort(); /* bindings match the program's own info */
+    /* The bindings match the program's own info, so a run fails only on its data: zero
+     * indices into an EMBEDDING table of no rows are out of range (the fuzzer found
+     * such a plan; the engine's error is right). */
+    if (ran != NULL && !(ember_status_code_of(ran) == EMBER_INVALID_ARGUMENT &&
+                         strstr(ember_status_message(ran), "(EMBEDDING): index") != NULL)) {
+      abort();
+    }
+    ember_status_free(ran);
     ember_program_destroy(program);
   }
   return 0;

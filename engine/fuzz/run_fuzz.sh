@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the plan fuzzer with clang under ASan+UBSan and runs it on a seed corpus made of
-# the engine's test plans (valid and malformed).
+# the engine's test plans (valid and malformed) and the inputs in engine/fuzz/regressions.
 #
 # Usage: engine/fuzz/run_fuzz.sh [SECONDS] [BUILD_DIR]    (defaults: 60, build/engine-fuzz)
 # Extra libFuzzer flags can be passed in EMBER_FUZZ_FLAGS.
@@ -25,6 +25,8 @@ python3 "${repo}/engine/tests/make_test_plans.py" "${repo}/python/ember/plan_wri
   "${seeds}/data" >/dev/null
 mkdir -p "${seeds}/plans" "${corpus}"
 cp "${seeds}"/data/valid/*.plan "${seeds}"/data/malformed/*.plan "${seeds}/plans/"
+# Inputs the fuzzer once found a problem with, so that every run tries them again.
+cp "${repo}"/engine/fuzz/regressions/*.plan "${seeds}/plans/"
 
 # allocator_may_return_null: a huge allocation is an error the engine returns, not a crash.
 export ASAN_OPTIONS="allocator_may_return_null=1:detect_leaks=1:${ASAN_OPTIONS:-}"
