@@ -58,6 +58,7 @@
   X(cuModuleUnload)                         \
   X(cuModuleGetFunction)                    \
   X(cuLaunchKernel)                         \
+  X(cuFuncSetAttribute)                     \
   X(cuEventCreate)                          \
   X(cuEventDestroy)                         \
   X(cuEventRecord)                          \

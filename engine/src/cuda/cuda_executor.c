@@ -26,10 +26,12 @@
 #define EMBER_CUDA_MAX_REFS 8u
 
 /* A tensor a step reads or writes: for a kernel step, where in its parameter struct the
- * tensor's device address goes; for a GEMM step, which of A, B, bias, D it is. */
+ * tensor's device address goes, plus `offset` bytes (a view into the tensor: SDPA's folded
+ * layout ops); for a GEMM step, which of A, B, bias, D it is (offset 0). */
 typedef struct ember_cuda_ref {
   uint32_t tensor;
   uint32_t slot;
+  uint64_t offset;
 } ember_cuda_ref;
 
 enum { GEMM_A = 0, GEMM_B = 1, GEMM_BIAS = 2, GEMM_D = 3 };
@@ -37,9 +39,12 @@ enum { GEMM_A = 0, GEMM_B = 1, GEMM_BIAS = 2, GEMM_D = 3 };
 typedef struct ember_cuda_step {
   bool is_gemm;
   uint32_t op_index;
-  /* Kernel steps. args[0] points at params: the kernel's one parameter. */
+  /* Kernel steps. args[0] points at params: the kernel's one parameter. Threads a block
+   * (EMBER_K_BLOCK but for the flash kernel) and dynamic shared memory bytes. */
   CUfunction function;
   unsigned int grid;
+  unsigned int block;
+  unsigned int shared_bytes;
   alignas(16) uint8_t params[EMBER_CUDA_MAX_PARAMS];
   void* args[1];
   /* GEMM steps: index into executor->gemms, and the addresses of operands that are not
@@ -93,6 +98,14 @@ typedef struct ember_cuda_executor {
   CUdeviceptr conv_col;
   CUdeviceptr conv_weights;
   uint64_t* conv_weight_offset;
+  /* Per op: where a CONV2D on the implicit-GEMM kernel (conv_runs_igemm) has its tap
+   * table in conv_weights (UINT64_MAX: none), and whether it takes the ADD after it
+   * (resnet's residual) into its epilogue. */
+  uint64_t* conv_table_offset;
+  bool* conv_residual;
+  CUdeviceptr conv_packed; /* the input of such a conv, channels last (the largest any needs) */
+  uint32_t conv_igemms;
+  uint32_t conv_residuals;
   /* The product [O, N·OH·OW] of a CONV2D that runs as one GEMM over all its images, before
    * it is moved into NCHW (the largest any such conv needs; 0 if none does). */
   CUdeviceptr conv_out;
@@ -129,6 +142,13 @@ typedef struct ember_cuda_executor {
 
   /* Candidate algorithms choose_gemm_algorithms timed (or tried to) at prepare. */
   uint32_t gemm_candidates_timed;
+  /* SDPA ops on the flash kernel. Per op: whether it is a layout op folded into an SDPA's
+   * views (no step; NULL when no SDPA takes the flash kernel), and for each SDPA on the
+   * flash kernel its q, k, v, y views (4 per op); the copies the folds saved. */
+  uint32_t sdpa_flash;
+  bool* folded;
+  struct sdpa_view* sdpa_views;
+  uint32_t folded_layout_ops;
 
   /* Cumulative, over runs (the copy counters are in `base`). */
   uint64_t graph_node_updates;
@@ -197,16 +217,23 @@ static ember_cuda_step* add_step(ember_cuda_executor* executor, uint32_t op_inde
   return step;
 }
 
-static void add_ref(ember_cuda_executor* executor, ember_cuda_step* step, uint32_t tensor,
-                    uint32_t slot) {
+/* The address of `tensor` plus `offset` bytes goes to `slot` of the step's parameters. */
+static void add_ref_at(ember_cuda_executor* executor, ember_cuda_step* step, uint32_t tensor,
+                       uint32_t slot, uint64_t offset) {
   if (step->num_refs >= EMBER_CUDA_MAX_REFS) {
     executor->too_many_refs = true;
     return;
   }
   step->refs[step->num_refs].tensor = tensor;
   step->refs[step->num_refs].slot = slot;
+  step->refs[step->num_refs].offset = offset;
   ++step->num_refs;
   if (is_io(&executor->plan->tensors[tensor])) step->touches_io = true;
+}
+
+static void add_ref(ember_cuda_executor* executor, ember_cuda_step* step, uint32_t tensor,
+                    uint32_t slot) {
+  add_ref_at(executor, step, tensor, slot, 0);
 }
 
 static ember_cuda_step* add_kernel_step(ember_cuda_executor* executor, uint32_t op_index,
@@ -215,6 +242,7 @@ static ember_cuda_step* add_kernel_step(ember_cuda_executor* executor, uint32_t 
   ember_cuda_step* step = add_step(executor, op_index);
   step->function = executor->kernels.functions[kernel];
   step->grid = grid;
+  step->block = EMBER_K_BLOCK;
   memcpy(step->params, params, params_size);
   step->args[0] = step->params;
   return step;
@@ -223,7 +251,8 @@ static ember_cuda_step* add_kernel_step(ember_cuda_executor* executor, uint32_t 
 /* Writes the current addresses of a kernel step's tensors into its parameter struct. */
 static void patch_kernel_params(const ember_cuda_executor* executor, ember_cuda_step* step) {
   for (uint32_t r = 0; r < step->num_refs; ++r) {
-    const uint64_t address = tensor_address(executor, step->refs[r].tensor);
+    const uint64_t address =
+        tensor_address(executor, step->refs[r].tensor) + step->refs[r].offset;
     memcpy(step->params + step->refs[r].slot, &address, sizeof address);
   }
 }
@@ -552,6 +581,45 @@ static bool can_fuse_activation(const ember_plan* plan, uint32_t i, const uint32
   return x->dims[x->rank - 1] != 0;
 }
 
+static bool conv_runs_igemm(const ember_plan* plan, const ember_op_desc* op);
+
+/* Whether CONV2D op i takes the ADD after it into the implicit-GEMM kernel's epilogue (a
+ * resnet block's residual): the conv runs on that kernel, its output is read only by the
+ * ADD, and the ADD's other input has the output's dtype and dims (no broadcast). */
+static bool can_fuse_residual(const ember_cuda_executor* executor, uint32_t i,
+                              const uint32_t* readers) {
+  const ember_plan* plan = executor->plan;
+  if (i + 1 >= plan->num_ops || !executor->kernels.conv_igemm) return false;
+  const ember_op_desc* op = &plan->ops[i];
+  const ember_op_desc* next = &plan->ops[i + 1];
+  if (op->opcode != EMBER_OP_CONV2D || next->opcode != EMBER_OP_ADD || next->num_inputs != 2 ||
+      !conv_runs_igemm(plan, op)) {
+    return false;
+  }
+  const uint32_t t = ember_plan_op_output(plan, op, 0);
+  const uint32_t a = ember_plan_op_input(plan, next, 0), b = ember_plan_op_input(plan, next, 1);
+  if ((a != t) == (b != t) || plan->tensors[t].storage != EMBER_STORAGE_INTERMEDIATE ||
+      readers[t] != 1) {
+    return false;
+  }
+  const ember_tensor_desc* y = &plan->tensors[t];
+  const ember_tensor_desc* other = &plan->tensors[a == t ? b : a];
+  const ember_tensor_desc* sum = ember_plan_op_output_tensor(plan, next, 0);
+  if (other->dtype != y->dtype || other->rank != y->rank || sum->rank != y->rank) return false;
+  for (uint32_t d = 0; d < y->rank; ++d) {
+    if (other->dims[d] != y->dims[d] || sum->dims[d] != y->dims[d]) return false;
+  }
+  return true;
+}
+
+/* The ADD input of a fused residual that is not the conv's output. */
+static uint32_t residual_input(const ember_plan* plan, uint32_t conv) {
+  const ember_op_desc* add = &plan->ops[conv + 1];
+  const uint32_t t = ember_plan_op_output(plan, &plan->ops[conv], 0);
+  const uint32_t a = ember_plan_op_input(plan, add, 0);
+  return a == t ? ember_plan_op_input(plan, add, 1) : a;
+}
+
 /* Decides, before memory is allocated, which GEMMs take the next op into their epilogue
  * (fuse_next), and which activation outputs move to a slot of their own past the plan's
  * arena (relocated). A fused GEMM writes the activation's output while it still reads
@@ -563,9 +631,11 @@ static ember_status* plan_fusions(ember_cuda_executor* executor, uint64_t* out_e
   const ember_plan* plan = executor->plan;
   *out_extra = 0;
   executor->fuse_next = calloc(plan->num_ops, sizeof(bool));
+  executor->conv_residual = calloc(plan->num_ops, sizeof(bool));
   executor->relocated = malloc(plan->num_tensors * sizeof(uint64_t));
   uint32_t* readers = calloc(plan->num_tensors, sizeof(uint32_t));
-  if (executor->fuse_next == NULL || executor->relocated == NULL || readers == NULL) {
+  if (executor->fuse_next == NULL || executor->conv_residual == NULL ||
+      executor->relocated == NULL || readers == NULL) {
     free(readers);
     return ember_status_make(EMBER_OUT_OF_MEMORY, "cuda executor: out of memory");
   }
@@ -579,16 +649,38 @@ static ember_status* plan_fusions(ember_cuda_executor* executor, uint64_t* out_e
   if (!ember_checked_align_u64(plan->arena_size, EMBER_CUDA_ALIGNMENT, &base)) base = UINT64_MAX;
   ember_status* status = NULL;
   for (uint32_t i = 0; i + 1 < plan->num_ops && status == NULL; ++i) {
-    if (!can_fuse_activation(plan, i, readers)) continue;
-    executor->fuse_next[i] = true;
+    /* A conv that takes its residual ADD (and the RELU after that) writes the last one's
+     * output; the residual may share its bytes exactly (each element is read by the
+     * thread that then writes it), but no other way. */
+    uint32_t last = i + 1, residual = EMBER_PLAN_NO_INDEX;
+    if (can_fuse_residual(executor, i, readers)) {
+      executor->conv_residual[i] = true;
+      residual = residual_input(plan, i);
+      if (can_fuse_activation(plan, i + 1, readers)) {
+        executor->fuse_next[i + 1] = true;
+        last = i + 2;
+      }
+    } else if (can_fuse_activation(plan, i, readers)) {
+      executor->fuse_next[i] = true;
+    } else {
+      continue;
+    }
     const ember_op_desc* op = &plan->ops[i];
-    const uint32_t y_index = ember_plan_op_output(plan, &plan->ops[i + 1], 0);
+    const uint32_t y_index = ember_plan_op_output(plan, &plan->ops[last], 0);
     const ember_tensor_desc* y = &plan->tensors[y_index];
     bool overlaps = false;
     for (uint32_t k = 0; k < op->num_inputs && y->storage == EMBER_STORAGE_INTERMEDIATE; ++k) {
       const ember_tensor_desc* in = ember_plan_op_input_tensor(plan, op, k);
       if (in->storage == EMBER_STORAGE_INTERMEDIATE &&
           ember_ranges_overlap(in->data_offset, in->nbytes, y->data_offset, y->nbytes)) {
+        overlaps = true;
+      }
+    }
+    if (residual != EMBER_PLAN_NO_INDEX && y->storage == EMBER_STORAGE_INTERMEDIATE) {
+      const ember_tensor_desc* r = &plan->tensors[residual];
+      if (r->storage == EMBER_STORAGE_INTERMEDIATE &&
+          ember_ranges_overlap(r->data_offset, r->nbytes, y->data_offset, y->nbytes) &&
+          (r->data_offset != y->data_offset || r->nbytes != y->nbytes)) {
         overlaps = true;
       }
     }
@@ -604,7 +696,7 @@ static ember_status* plan_fusions(ember_cuda_executor* executor, uint64_t* out_e
       extra += size;
       ++executor->relocations;
     }
-    ++i; /* the activation is taken */
+    i = last; /* the ops fused into op i are taken */
   }
   free(readers);
   if (status == NULL && extra > 0) *out_extra = (base - plan->arena_size) + extra;
@@ -1051,6 +1143,727 @@ static uint32_t address_alignment(uint64_t value) {
   return lowest >= 256u ? 256u : (uint32_t)lowest;
 }
 
+/* An SDPA the flash kernel takes: its sizes with the batch dims collapsed to
+ * (batch, heads) (the last batch dim is the heads, 1 at rank 2). */
+typedef struct sdpa_flash_shape {
+  int64_t batch;
+  int64_t heads;
+  int64_t l;
+  int64_t s;
+  int64_t e;
+} sdpa_flash_shape;
+
+/* How the flash kernel reads or writes one operand: the bytes of `tensor`, from `offset`
+ * elements past its address, stepping strides[0], [1], [2] elements per batch, head and
+ * row. An operand read in place is its own tensor, contiguous. */
+typedef struct sdpa_view {
+  uint32_t tensor;
+  int64_t offset;
+  int64_t strides[3];
+} sdpa_view;
+
+/* Whether SDPA op `op` runs on the flash kernel (ember_sdpa_flash_<f16, bf16>): float16 or
+ * bfloat16, no mask tensor (is_causal is fine), e == ev of 64 or 128, L, S and every batch
+ * dim at least 1, the block count (and every size) within int32, and every operand 16-byte
+ * aligned (the plan's offsets are multiples of 64; a bound input or output that is not
+ * aligned is staged). Decided from the plan alone, so that plan_needs_cublaslt knows
+ * before prepare whether the plan's SDPAs need cuBLASLt. */
+static bool sdpa_takes_flash(const ember_plan* plan, const ember_op_desc* op,
+                             sdpa_flash_shape* out) {
+  if (op->num_inputs != 3) return false;
+  const ember_tensor_desc* q = ember_plan_op_input_tensor(plan, op, 0);
+  const ember_tensor_desc* k = ember_plan_op_input_tensor(plan, op, 1);
+  const ember_tensor_desc* v = ember_plan_op_input_tensor(plan, op, 2);
+  const ember_tensor_desc* y = ember_plan_op_output_tensor(plan, op, 0);
+  if (q->dtype != EMBER_DTYPE_FLOAT16 && q->dtype != EMBER_DTYPE_BFLOAT16) return false;
+  const uint32_t rank = q->rank;
+  if (rank < 2 || k->rank != rank || v->rank != rank) return false;
+  const int64_t l = q->dims[rank - 2], e = q->dims[rank - 1], s = k->dims[rank - 2];
+  /* The kernel's row and key indices are int32, with room past the last tile. */
+  const int64_t most = INT32_MAX - 2 * EMBER_K_SDPA_FLASH_ROWS;
+  if ((e != 64 && e != 128) || k->dims[rank - 1] != e || v->dims[rank - 1] != e ||
+      v->dims[rank - 2] != s || l < 1 || s < 1 || l > most || s > most) {
+    return false;
+  }
+  const int64_t heads = rank >= 3 ? q->dims[rank - 3] : 1;
+  uint64_t batch = 1, blocks;
+  for (uint32_t d = 0; d + 3 < rank; ++d) {
+    if (q->dims[d] < 1 || !ember_checked_mul_u64(batch, (uint64_t)q->dims[d], &batch)) return false;
+  }
+  const uint64_t tiles = ((uint64_t)l + EMBER_K_SDPA_FLASH_ROWS - 1) / EMBER_K_SDPA_FLASH_ROWS;
+  if (heads < 1 || heads > INT32_MAX || batch > INT32_MAX ||
+      !ember_checked_mul_u64(tiles, (uint64_t)heads, &blocks) ||
+      !ember_checked_mul_u64(blocks, batch, &blocks) || blocks > INT32_MAX) {
+    return false;
+  }
+  const ember_tensor_desc* operands[4] = {q, k, v, y};
+  for (int n = 0; n < 4; ++n) {
+    if (!is_io(operands[n]) && operands[n]->data_offset % 16u != 0) return false;
+  }
+  out->batch = (int64_t)batch;
+  out->heads = heads;
+  out->l = l;
+  out->s = s;
+  out->e = e;
+  return true;
+}
+
+/* An operand read or written in place: `rows` rows of e elements per (batch, head). */
+static sdpa_view sdpa_contiguous_view(uint32_t tensor, const sdpa_flash_shape* shape,
+                                      int64_t rows) {
+  sdpa_view view;
+  view.tensor = tensor;
+  view.offset = 0;
+  view.strides[2] = shape->e;
+  view.strides[1] = rows * shape->e;
+  view.strides[0] = shape->heads * rows * shape->e;
+  return view;
+}
+
+/* SDPA op i on the flash kernel, reading q, k, v and writing y through views[0..3]. */
+static void add_sdpa_flash_step(ember_cuda_executor* executor, uint32_t i,
+                                const sdpa_flash_shape* shape, const sdpa_view* views) {
+  const ember_plan* plan = executor->plan;
+  const ember_op_desc* op = &plan->ops[i];
+  const int64_t scale_bits = ember_plan_op_attr(plan, op, EMBER_ATTR_SDPA_SCALE_F64);
+  double scale;
+  memcpy(&scale, &scale_bits, sizeof scale);
+  ember_k_sdpa_flash_params p = {0};
+  p.batch = (int32_t)shape->batch;
+  p.heads = (int32_t)shape->heads;
+  p.l = (int32_t)shape->l;
+  p.s = (int32_t)shape->s;
+  p.e = (int32_t)shape->e;
+  p.scale_log2 = (float)(scale * 1.4426950408889634074); /* log2(e) */
+  p.is_causal = ember_plan_op_attr(plan, op, EMBER_ATTR_SDPA_IS_CAUSAL) != 0;
+  int64_t* strides[4] = {p.q_strides, p.k_strides, p.v_strides, p.y_strides};
+  for (int n = 0; n < 4; ++n) memcpy(strides[n], views[n].strides, sizeof views[n].strides);
+  const uint64_t tiles =
+      (uint64_t)(shape->l + EMBER_K_SDPA_FLASH_ROWS - 1) / EMBER_K_SDPA_FLASH_ROWS;
+  const uint64_t blocks = tiles * (uint64_t)shape->heads * (uint64_t)shape->batch;
+  const ember_dtype dtype = plan->tensors[views[0].tensor].dtype;
+  ember_cuda_step* step = add_kernel_step(
+      executor, i, EMBER_CUDA_KERNEL_SDPA_FLASH + ember_cuda_half_index(dtype),
+      (unsigned int)blocks, &p, sizeof p);
+  step->block = EMBER_K_SDPA_FLASH_THREADS;
+  step->shared_bytes = EMBER_K_SDPA_FLASH_SMEM_BYTES(shape->e);
+  const uint32_t slots[4] = {offsetof(ember_k_sdpa_flash_params, q),
+                             offsetof(ember_k_sdpa_flash_params, k),
+                             offsetof(ember_k_sdpa_flash_params, v),
+                             offsetof(ember_k_sdpa_flash_params, y)};
+  for (int n = 0; n < 4; ++n) {
+    const ember_tensor_desc* t = &plan->tensors[views[n].tensor];
+    add_ref_at(executor, step, views[n].tensor, slots[n],
+               (uint64_t)views[n].offset * ember_dtype_size(dtype));
+    /* The kernel's 16-byte loads and stores: a bound pointer that is less aligned is staged. */
+    if (is_io(t)) executor->io_alignment[io_slot(executor, t)] = EMBER_CUDA_GEMM_IO_ALIGNMENT;
+  }
+  ++executor->sdpa_flash;
+}
+
+/* ---- SDPA through views: the layout ops around it folded into the flash kernel's strides
+ *
+ * An encoder's attention moves q, k and v into place with copies: the in-projection's
+ * [L, B, 3E] is permuted into [3, L, B, E], sliced three ways, reshaped and permuted to
+ * [B, H, L, hd]; y is permuted back to [L, B, H, hd] for the out-projection. The flash
+ * kernel takes each operand as an address and strides, so at prepare each chain of
+ * PERMUTE, SLICE and RESHAPE (where a reshape is expressible as strides) between a base
+ * tensor and the SDPA is composed into one strided view of the base, and the chain's ops
+ * run no step (plan_sdpa_folds says when that is allowed). */
+
+/* Layout ops of one chain at most (an encoder's q has 10, most of them reshape views). */
+#define EMBER_CUDA_MAX_FOLD 16u
+/* Pieces a view may hold (below). */
+#define EMBER_CUDA_VIEW_PIECES 16u
+
+/* A tensor's elements as a view of another tensor's elements. Each dim is a run of
+ * pieces, outermost first, each piece a size and an element stride: dim d's index i_d is
+ * split into one digit per piece (mixed radix by the pieces' sizes), and the element is at
+ * offset + sum over all pieces of digit * stride. A dim of size 1 has no pieces. Plain
+ * strides are one piece a dim; more arise where a reshape merges dims that are not
+ * contiguous with each other: the encoder's q, [L, B, E] with stride 3E on B, reshaped to
+ * [L, B * H, hd], whose B * H is the pieces (B, 3E) and (H, hd); the next reshape to
+ * [B, H, L, hd] takes them apart again, and the result is plain strides. */
+typedef struct view_piece {
+  int64_t size;
+  int64_t stride;
+} view_piece;
+
+typedef struct strided_view {
+  uint32_t rank;
+  uint32_t num_pieces;
+  int64_t dims[EMBER_MAX_RANK];
+  uint32_t first_piece[EMBER_MAX_RANK + 1]; /* dim d: pieces[first_piece[d] .. [d + 1]) */
+  view_piece pieces[EMBER_CUDA_VIEW_PIECES];
+  int64_t offset;
+} strided_view;
+
+/* a * b and a + b when they fit in int64 (a, b >= 0). */
+static bool mul_i64(int64_t a, int64_t b, int64_t* out) {
+  uint64_t product;
+  if (!ember_checked_mul_u64((uint64_t)a, (uint64_t)b, &product) || product > INT64_MAX) {
+    return false;
+  }
+  *out = (int64_t)product;
+  return true;
+}
+
+static bool add_i64(int64_t a, int64_t b, int64_t* out) {
+  uint64_t sum;
+  if (!ember_checked_add_u64((uint64_t)a, (uint64_t)b, &sum) || sum > INT64_MAX) return false;
+  *out = (int64_t)sum;
+  return true;
+}
+
+/* Appends a piece to the dim being built (the last one), merging it into the piece before
+ * when the two step as one (outer stride = inner size x inner stride). */
+static bool view_push(strided_view* v, int64_t size, int64_t stride) {
+  if (size == 1) return true;
+  const uint32_t dim_first = v->first_piece[v->rank];
+  if (v->num_pieces > dim_first) {
+    view_piece* last = &v->pieces[v->num_pieces - 1];
+    int64_t step;
+    if (mul_i64(size, stride, &step) && last->stride == step) {
+      last->size *= size;
+      last->stride = stride;
+      return true;
+    }
+  }
+  if (v->num_pieces == EMBER_CUDA_VIEW_PIECES) return false;
+  v->pieces[v->num_pieces].size = size;
+  v->pieces[v->num_pieces].stride = stride;
+  ++v->num_pieces;
+  return true;
+}
+
+/* Closes the dim being built: it gets `size` and the pieces pushed since the last close. */
+static void view_close_dim(strided_view* v, int64_t size) {
+  v->dims[v->rank] = size;
+  ++v->rank;
+  v->first_piece[v->rank] = v->num_pieces;
+}
+
+static void view_begin(strided_view* v, int64_t offset) {
+  memset(v, 0, sizeof *v);
+  v->offset = offset;
+}
+
+static void view_contiguous(const ember_tensor_desc* t, strided_view* v) {
+  int64_t strides[EMBER_MAX_RANK];
+  contiguous_strides(t, strides);
+  view_begin(v, 0);
+  for (uint32_t d = 0; d < t->rank; ++d) {
+    view_push(v, t->dims[d], strides[d]); /* one piece a dim: cannot run out */
+    view_close_dim(v, t->dims[d]);
+  }
+}
+
+/* `in` with dims `dims` (the same element count), no element moved: the pieces, in order,
+ * dealt out to the new dims, outermost first; a piece larger than what a dim still needs
+ * is split (its outer part to this dim, its inner part on) when the sizes divide. False
+ * when they do not (then the reshape moves elements in a way no view can follow). */
+static bool view_reshape(const strided_view* in, uint32_t rank, const int64_t* dims,
+                         strided_view* out) {
+  strided_view v;
+  view_begin(&v, in->offset);
+  uint32_t next = 0;
+  view_piece front = {1, 0}; /* what is left of pieces[next - 1] */
+  for (uint32_t d = 0; d < rank; ++d) {
+    int64_t need = dims[d];
+    while (need > 1) {
+      if (front.size == 1) {
+        if (next == in->num_pieces) return false;
+        front = in->pieces[next++];
+      }
+      if (need % front.size == 0) { /* the whole piece */
+        if (!view_push(&v, front.size, front.stride)) return false;
+        need /= front.size;
+        front.size = 1;
+      } else if (front.size % need == 0) { /* its outer part */
+        const int64_t inner = front.size / need;
+        int64_t outer_stride;
+        if (!mul_i64(front.stride, inner, &outer_stride) || !view_push(&v, need, outer_stride)) {
+          return false;
+        }
+        front.size = inner;
+        need = 1;
+      } else {
+        return false;
+      }
+    }
+    view_close_dim(&v, dims[d]);
+  }
+  if (front.size != 1 || next != in->num_pieces) return false;
+  *out = v;
+  return true;
+}
+
+/* `in` with its dims in the order `order` (new dim d is in's dim order[d]). */
+static bool view_reorder(const strided_view* in, const uint32_t* order, strided_view* out) {
+  strided_view v;
+  view_begin(&v, in->offset);
+  for (uint32_t d = 0; d < in->rank; ++d) {
+    const uint32_t from = order[d];
+    for (uint32_t k = in->first_piece[from]; k < in->first_piece[from + 1]; ++k) {
+      if (!view_push(&v, in->pieces[k].size, in->pieces[k].stride)) return false;
+    }
+    view_close_dim(&v, in->dims[from]);
+  }
+  *out = v;
+  return true;
+}
+
+/* SLICE of `in` along dim: a dim of one piece takes the step into its stride; a dim of
+ * several only a step-1 slice of whole runs of its outermost piece. */
+static bool view_slice(const strided_view* in, uint32_t dim, int64_t start, int64_t step,
+                       int64_t length, strided_view* out) {
+  const uint32_t first = in->first_piece[dim], count = in->first_piece[dim + 1] - first;
+  int64_t offset = in->offset, shift, stride = 0, inner = 1;
+  view_piece outer = {length, 0};
+  if (count == 0) {
+    if (start != 0 || length > 1) return false; /* a dim of size 1 */
+  } else {
+    for (uint32_t k = first + 1; k < first + count; ++k) inner *= in->pieces[k].size;
+    if (count > 1 && (step != 1 || start % inner != 0 || length % inner != 0)) return false;
+    if (!mul_i64(in->pieces[first].stride, count == 1 ? step : 1, &stride) ||
+        !mul_i64(start / inner, in->pieces[first].stride, &shift) ||
+        !add_i64(offset, shift, &offset)) {
+      return false;
+    }
+    outer.size = length / inner;
+    outer.stride = stride;
+  }
+  strided_view v;
+  view_begin(&v, offset);
+  for (uint32_t d = 0; d < in->rank; ++d) {
+    for (uint32_t k = in->first_piece[d]; k < in->first_piece[d + 1]; ++k) {
+      const view_piece piece = d == dim && k == first ? outer : in->pieces[k];
+      if (!view_push(&v, piece.size, piece.stride)) return false;
+    }
+    view_close_dim(&v, d == dim ? length : in->dims[d]);
+  }
+  *out = v;
+  return true;
+}
+
+/* The view of layout op `op`'s output, given the view of its input. */
+static bool view_forward(const ember_plan* plan, const ember_op_desc* op, const strided_view* in,
+                         strided_view* out) {
+  const ember_tensor_desc* y = ember_plan_op_output_tensor(plan, op, 0);
+  if (op->opcode == EMBER_OP_RESHAPE) return view_reshape(in, y->rank, y->dims, out);
+  if (op->opcode == EMBER_OP_PERMUTE) {
+    uint32_t order[EMBER_MAX_RANK];
+    for (uint32_t d = 0; d < y->rank; ++d) order[d] = (uint32_t)ember_plan_op_attr(plan, op, d);
+    return view_reorder(in, order, out);
+  }
+  const uint32_t dim = (uint32_t)ember_plan_op_attr(plan, op, EMBER_ATTR_SLICE_DIM);
+  return view_slice(in, dim, ember_plan_op_attr(plan, op, EMBER_ATTR_SLICE_START),
+                    ember_plan_op_attr(plan, op, EMBER_ATTR_SLICE_STEP), y->dims[dim], out);
+}
+
+/* The view of layout op `op`'s input (a RESHAPE or PERMUTE), given the view of its output:
+ * y's chain, walked back from the tensor it ends in. */
+static bool view_backward(const ember_plan* plan, const ember_op_desc* op, const strided_view* out,
+                          strided_view* in) {
+  const ember_tensor_desc* x = ember_plan_op_input_tensor(plan, op, 0);
+  if (op->opcode == EMBER_OP_RESHAPE) return view_reshape(out, x->rank, x->dims, in);
+  uint32_t order[EMBER_MAX_RANK];
+  for (uint32_t d = 0; d < x->rank; ++d) order[ember_plan_op_attr(plan, op, d)] = d;
+  return view_reorder(out, order, in);
+}
+
+/* A view of an SDPA operand [..., rows, e] in the flash kernel's form: e contiguous (one
+ * piece of stride 1), rows and heads (the dim before; none at rank 2) one piece each, the
+ * batch dims before them one piece together; every stride and the offset a multiple of 8
+ * elements (16-byte aligned rows). A dim of size 1 takes stride 0. */
+static bool flash_form(const strided_view* v, uint32_t tensor, sdpa_view* out) {
+  const uint32_t r = v->rank;
+  if (r < 2) return false;
+  const uint32_t* first = v->first_piece;
+  if (first[r] - first[r - 1] != 1 || v->pieces[first[r - 1]].stride != 1) return false;
+  int64_t strides[3] = {0, 0, 0}; /* batch, heads, rows */
+  const uint32_t heads_dim = r >= 3 ? r - 3 : r;
+  for (uint32_t k = 0; k < 2; ++k) {
+    const uint32_t d = k == 0 ? heads_dim : r - 2;
+    if (d == r || first[d + 1] == first[d]) continue;
+    if (first[d + 1] - first[d] != 1) return false;
+    strides[k + 1] = v->pieces[first[d]].stride;
+  }
+  /* The batch dims' pieces, merged as one dim. */
+  strided_view batch;
+  view_begin(&batch, 0);
+  for (uint32_t k = 0; k < first[heads_dim == r ? 0 : heads_dim]; ++k) {
+    if (!view_push(&batch, v->pieces[k].size, v->pieces[k].stride)) return false;
+  }
+  if (batch.num_pieces > 1) return false;
+  if (batch.num_pieces == 1) strides[0] = batch.pieces[0].stride;
+  out->tensor = tensor;
+  out->offset = v->offset;
+  memcpy(out->strides, strides, sizeof strides);
+  if (out->offset % 8 != 0) return false;
+  for (int k = 0; k < 3; ++k) {
+    if (out->strides[k] % 8 != 0) return false;
+  }
+  return true;
+}
+
+/* What plan_sdpa_folds decides for one SDPA. Operand n (q, k, v) is reached from its base
+ * through ops[n][len[n] - 1], ..., ops[n][0] (ops[n][0] writes the operand); the first
+ * m[n] of them are folded, so the base is the input of ops[n][m[n] - 1] (the operand
+ * itself when m[n] is 0). y goes through yops[0] (which reads it), yops[1], ...; the first
+ * ylen are folded and the SDPA writes where they end. views: q, k, v, y as the kernel
+ * reads and writes them. */
+typedef struct sdpa_fold {
+  uint32_t len[3];
+  uint32_t m[3];
+  uint32_t ops[3][EMBER_CUDA_MAX_FOLD];
+  uint32_t ylen;
+  uint32_t yops[EMBER_CUDA_MAX_FOLD];
+  sdpa_view views[4];
+} sdpa_fold;
+
+typedef struct fold_context {
+  ember_cuda_executor* executor;
+  uint32_t* producer;     /* per tensor: the op that writes it, or EMBER_PLAN_NO_INDEX */
+  uint32_t* reader_first; /* tensor t's readers: reader_ops[reader_first[t] .. [t + 1]) */
+  uint32_t* reader_ops;
+  uint32_t* writes;       /* per op: the tensor its step writes (an SDPA's: where y's chain ends) */
+  uint8_t* mark;          /* per op: folded by the SDPA being decided */
+  uint64_t next_offset;   /* arena offset of the next relocated tensor */
+} fold_context;
+
+static bool is_foldable_layout_op(ember_opcode opcode) {
+  return opcode == EMBER_OP_PERMUTE || opcode == EMBER_OP_SLICE || opcode == EMBER_OP_RESHAPE;
+}
+
+/* Where intermediate t's bytes are in the arena (after any relocation). */
+static uint64_t arena_offset(const ember_cuda_executor* executor, uint32_t t) {
+  return executor->relocated[t] != UINT64_MAX ? executor->relocated[t]
+                                              : executor->plan->tensors[t].data_offset;
+}
+
+/* Whether tensors a and b share arena bytes (constants and bound tensors share none). */
+static bool arena_overlap(const ember_cuda_executor* executor, uint32_t a, uint32_t b) {
+  const ember_tensor_desc* ta = &executor->plan->tensors[a];
+  const ember_tensor_desc* tb = &executor->plan->tensors[b];
+  return ta->storage == EMBER_STORAGE_INTERMEDIATE && tb->storage == EMBER_STORAGE_INTERMEDIATE &&
+         ember_ranges_overlap(arena_offset(executor, a), ta->nbytes, arena_offset(executor, b),
+                              tb->nbytes);
+}
+
+/* Whether RESHAPE op is a view (no step: build_reshape). */
+static bool reshape_is_view(const ember_cuda_executor* executor, const ember_op_desc* op) {
+  const ember_plan* plan = executor->plan;
+  const uint32_t x = ember_plan_op_input(plan, op, 0), y = ember_plan_op_output(plan, op, 0);
+  return plan->tensors[x].storage == EMBER_STORAGE_INTERMEDIATE &&
+         plan->tensors[y].storage == EMBER_STORAGE_INTERMEDIATE &&
+         arena_offset(executor, x) == arena_offset(executor, y);
+}
+
+/* The tensor op j's step writes, or EMBER_PLAN_NO_INDEX when it runs none (folded, or a
+ * reshape view). */
+static uint32_t op_writes(const fold_context* ctx, uint32_t j) {
+  const ember_cuda_executor* executor = ctx->executor;
+  const ember_op_desc* op = &executor->plan->ops[j];
+  if (executor->folded[j] || ctx->mark[j] ||
+      (op->opcode == EMBER_OP_RESHAPE && reshape_is_view(executor, op))) {
+    return EMBER_PLAN_NO_INDEX;
+  }
+  return ctx->writes[j];
+}
+
+/* Sets views[n] for the longest fold of operand n's chain, up to m[n] ops, that composes
+ * into one view of the flash kernel's form (shortening m[n] until one does). */
+static void settle_chain(const ember_plan* plan, const sdpa_flash_shape* shape, uint32_t operand,
+                         uint32_t n, sdpa_fold* f) {
+  for (; f->m[n] > 0; --f->m[n]) {
+    const uint32_t base = ember_plan_op_input(plan, &plan->ops[f->ops[n][f->m[n] - 1]], 0);
+    strided_view v, next;
+    view_contiguous(&plan->tensors[base], &v);
+    bool ok = true;
+    for (uint32_t k = f->m[n]; k-- > 0 && ok;) {
+      ok = view_forward(plan, &plan->ops[f->ops[n][k]], &v, &next);
+      v = next;
+    }
+    if (ok && flash_form(&v, base, &f->views[n])) return;
+  }
+  f->views[n] = sdpa_contiguous_view(operand, shape, n == 0 ? shape->l : shape->s);
+}
+
+/* The same for y: the longest fold of its chain, up to ylen ops, that ends in an
+ * intermediate, holds a PERMUTE (reshapes alone are views already) and composes. */
+static void settle_y(const ember_plan* plan, const sdpa_flash_shape* shape, uint32_t y,
+                     sdpa_fold* f) {
+  for (; f->ylen > 0; --f->ylen) {
+    const uint32_t end = ember_plan_op_output(plan, &plan->ops[f->yops[f->ylen - 1]], 0);
+    bool permutes = false;
+    for (uint32_t k = 0; k < f->ylen; ++k) {
+      permutes = permutes || plan->ops[f->yops[k]].opcode == EMBER_OP_PERMUTE;
+    }
+    if (!permutes) break;
+    if (plan->tensors[end].storage != EMBER_STORAGE_INTERMEDIATE) continue;
+    strided_view v, next;
+    view_contiguous(&plan->tensors[end], &v);
+    bool ok = true;
+    for (uint32_t k = f->ylen; k-- > 0 && ok;) {
+      ok = view_backward(plan, &plan->ops[f->yops[k]], &v, &next);
+      v = next;
+    }
+    if (ok && flash_form(&v, end, &f->views[3])) return;
+  }
+  f->ylen = 0;
+  f->views[3] = sdpa_contiguous_view(y, shape, shape->l);
+}
+
+/* ctx->mark: the ops folded now. An op on the folded part of one chain and the kept part of
+ * another (it writes that one's base) runs. */
+static void mark_folds(fold_context* ctx, const sdpa_fold* f) {
+  for (int pass = 0; pass < 2; ++pass) {
+    for (uint32_t n = 0; n < 3; ++n) {
+      for (uint32_t k = pass == 0 ? 0 : f->m[n]; k < (pass == 0 ? f->m[n] : f->len[n]); ++k) {
+        ctx->mark[f->ops[n][k]] = pass == 0;
+      }
+    }
+  }
+  for (uint32_t k = 0; k < f->ylen; ++k) ctx->mark[f->yops[k]] = 1;
+}
+
+static void clear_marks(fold_context* ctx, const sdpa_fold* f) {
+  for (uint32_t n = 0; n < 3; ++n) {
+    for (uint32_t k = 0; k < f->len[n]; ++k) ctx->mark[f->ops[n][k]] = 0;
+  }
+  for (uint32_t k = 0; k < f->ylen; ++k) ctx->mark[f->yops[k]] = 0;
+}
+
+/* One pass of plan_sdpa_folds' conditions on q, k and v; shortens a chain and returns true
+ * at the first that fails. */
+static bool shorten_a_chain(fold_context* ctx, uint32_t i, const sdpa_flash_shape* shape,
+                            sdpa_fold* f) {
+  const ember_cuda_executor* executor = ctx->executor;
+  const ember_plan* plan = executor->plan;
+  const ember_op_desc* sdpa = &plan->ops[i];
+  /* A folded op's output is read by folded ops and this SDPA only; else it must exist. */
+  for (uint32_t n = 0; n < 3; ++n) {
+    for (uint32_t k = 0; k < f->m[n]; ++k) {
+      const uint32_t o = f->ops[n][k];
+      if (!ctx->mark[o]) continue;
+      const uint32_t t = ember_plan_op_output(plan, &plan->ops[o], 0);
+      bool outside = false;
+      for (uint32_t r = ctx->reader_first[t]; r < ctx->reader_first[t + 1]; ++r) {
+        outside = outside || (ctx->reader_ops[r] != i && !ctx->mark[ctx->reader_ops[r]]);
+      }
+      if (!outside) continue;
+      for (uint32_t c = 0; c < 3; ++c) { /* every chain that folds o keeps it now */
+        for (uint32_t kk = 0; kk < f->m[c]; ++kk) {
+          if (f->ops[c][kk] != o) continue;
+          f->m[c] = kk;
+          settle_chain(plan, shape, ember_plan_op_input(plan, sdpa, c), c, f);
+          break;
+        }
+      }
+      return true;
+    }
+  }
+  /* A base is read at the SDPA, not where its chain began: no step in between may write
+   * its bytes (the memory plan may have given them away after the chain's first op). */
+  for (uint32_t n = 0; n < 3; ++n) {
+    const uint32_t base = f->views[n].tensor;
+    if (f->m[n] == 0 || plan->tensors[base].storage != EMBER_STORAGE_INTERMEDIATE) continue;
+    for (uint32_t j = ctx->producer[base] + 1; j < i; ++j) {
+      const uint32_t w = op_writes(ctx, j);
+      if (w == EMBER_PLAN_NO_INDEX || !arena_overlap(executor, w, base)) continue;
+      --f->m[n];
+      settle_chain(plan, shape, ember_plan_op_input(plan, sdpa, n), n, f);
+      return true;
+    }
+  }
+  return false;
+}
+
+/* Whether the tensor the SDPA writes (`w`: where y's chain ends, or y) must move to bytes of
+ * its own: it shares bytes with what the SDPA reads, or (y's chain folded, so it is written
+ * at the SDPA rather than at the chain's end) with what a step in between reads or writes. */
+static bool output_needs_own_bytes(const fold_context* ctx, uint32_t i, const sdpa_fold* f,
+                                   uint32_t w) {
+  const ember_cuda_executor* executor = ctx->executor;
+  const ember_plan* plan = executor->plan;
+  if (plan->tensors[w].storage != EMBER_STORAGE_INTERMEDIATE) return false;
+  for (uint32_t n = 0; n < 3; ++n) {
+    if (arena_overlap(executor, w, f->views[n].tensor)) return true;
+  }
+  if (f->ylen == 0) return false;
+  for (uint32_t j = i + 1; j < ctx->producer[w]; ++j) {
+    if (executor->folded[j] || ctx->mark[j]) continue;
+    const ember_op_desc* op = &plan->ops[j];
+    for (uint32_t k = 0; k < op->num_inputs; ++k) {
+      if (arena_overlap(executor, w, ember_plan_op_input(plan, op, k))) return true;
+    }
+    const uint32_t written = op_writes(ctx, j);
+    if (written != EMBER_PLAN_NO_INDEX && arena_overlap(executor, w, written)) return true;
+  }
+  return false;
+}
+
+/* Op j, if marked, runs no step from now on; counted when that saves a copy (a PERMUTE or
+ * SLICE, or a RESHAPE that is not a view). */
+static void commit_fold(fold_context* ctx, uint32_t j) {
+  ember_cuda_executor* executor = ctx->executor;
+  if (!ctx->mark[j] || executor->folded[j]) return;
+  ctx->mark[j] = 0;
+  executor->folded[j] = true;
+  const ember_op_desc* op = &executor->plan->ops[j];
+  if (op->opcode != EMBER_OP_RESHAPE || !reshape_is_view(executor, op)) {
+    ++executor->folded_layout_ops;
+  }
+}
+
+/* Decides SDPA op i's folds (flash kernel taken), records them and its views. */
+static void fold_sdpa(fold_context* ctx, uint32_t i, const sdpa_flash_shape* shape) {
+  ember_cuda_executor* executor = ctx->executor;
+  const ember_plan* plan = executor->plan;
+  const ember_op_desc* sdpa = &plan->ops[i];
+  const uint32_t y = ember_plan_op_output(plan, sdpa, 0);
+  sdpa_fold f;
+  memset(&f, 0, sizeof f);
+  for (uint32_t n = 0; n < 3; ++n) {
+    uint32_t t = ember_plan_op_input(plan, sdpa, n);
+    while (f.len[n] < EMBER_CUDA_MAX_FOLD &&
+           plan->tensors[t].storage == EMBER_STORAGE_INTERMEDIATE) {
+      const uint32_t p = ctx->producer[t];
+      if (p == EMBER_PLAN_NO_INDEX || !is_foldable_layout_op(plan->ops[p].opcode) ||
+          executor->folded[p]) {
+        break;
+      }
+      f.ops[n][f.len[n]++] = p;
+      t = ember_plan_op_input(plan, &plan->ops[p], 0);
+    }
+    f.m[n] = f.len[n];
+    settle_chain(plan, shape, ember_plan_op_input(plan, sdpa, n), n, &f);
+  }
+  for (uint32_t t = y; f.ylen < EMBER_CUDA_MAX_FOLD;) {
+    if (plan->tensors[t].storage != EMBER_STORAGE_INTERMEDIATE ||
+        ctx->reader_first[t + 1] - ctx->reader_first[t] != 1) {
+      break;
+    }
+    const uint32_t r = ctx->reader_ops[ctx->reader_first[t]];
+    const ember_opcode opcode = plan->ops[r].opcode;
+    if (opcode != EMBER_OP_PERMUTE && opcode != EMBER_OP_RESHAPE) break;
+    f.yops[f.ylen++] = r;
+    t = ember_plan_op_output(plan, &plan->ops[r], 0);
+  }
+  settle_y(plan, shape, y, &f);
+  bool changed = true;
+  while (changed) {
+    clear_marks(ctx, &f);
+    mark_folds(ctx, &f);
+    changed = shorten_a_chain(ctx, i, shape, &f);
+  }
+  const uint32_t w = f.views[3].tensor;
+  uint64_t move_to = UINT64_MAX, size, end;
+  if (output_needs_own_bytes(ctx, i, &f, w)) {
+    if (ember_checked_align_u64(plan->tensors[w].nbytes, EMBER_CUDA_ALIGNMENT, &size) &&
+        ember_checked_add_u64(ctx->next_offset, size, &end)) {
+      move_to = ctx->next_offset;
+      ctx->next_offset = end;
+    } else {
+      /* No room to move it: fold nothing (y then shares no bytes with q, k, v). */
+      clear_marks(ctx, &f);
+      for (uint32_t n = 0; n < 3; ++n) {
+        f.m[n] = 0;
+        settle_chain(plan, shape, ember_plan_op_input(plan, sdpa, n), n, &f);
+      }
+      f.ylen = 0;
+      settle_y(plan, shape, y, &f);
+    }
+  }
+  for (uint32_t n = 0; n < 3; ++n) {
+    for (uint32_t k = 0; k < f.len[n]; ++k) commit_fold(ctx, f.ops[n][k]);
+  }
+  for (uint32_t k = 0; k < f.ylen; ++k) commit_fold(ctx, f.yops[k]);
+  if (move_to != UINT64_MAX) executor->relocated[f.views[3].tensor] = move_to;
+  ctx->writes[i] = f.views[3].tensor;
+  memcpy(&executor->sdpa_views[4u * i], f.views, sizeof f.views);
+}
+
+/* For every SDPA on the flash kernel: the layout ops between its operands and their bases,
+ * and between y and the tensor its layout ops end in, that fold into the kernel's views.
+ * A chain folds where every tensor it skips is an intermediate read by nothing but the
+ * chain and the SDPA (the [3, L, B, E] copy that three SLICEs of q, k, v read is fine), the
+ * composed view has the kernel's form (kernel_params.h), and memory stays valid: a base's
+ * bytes are written by no step between its writer and the SDPA; the SDPA's output shares
+ * no bytes with what it reads, nor (y's chain folded) with what the steps between the SDPA
+ * and the chain's end touch, else it moves to bytes of its own past the arena (*in_out_extra
+ * grows, as plan_fusions' relocations). A chain that fails is shortened from its base end
+ * until it holds; what is not folded keeps its steps. Runs after plan_fusions. */
+static ember_status* plan_sdpa_folds(ember_cuda_executor* executor, uint64_t* in_out_extra) {
+  const ember_plan* plan = executor->plan;
+  sdpa_flash_shape shape;
+  bool any = false;
+  for (uint32_t i = 0; i < plan->num_ops && !any; ++i) {
+    any = plan->ops[i].opcode == EMBER_OP_SDPA && sdpa_takes_flash(plan, &plan->ops[i], &shape);
+  }
+  if (!any) return NULL;
+  fold_context ctx;
+  memset(&ctx, 0, sizeof ctx);
+  ctx.executor = executor;
+  executor->folded = calloc(plan->num_ops, sizeof(bool));
+  executor->sdpa_views = calloc(4u * (size_t)plan->num_ops, sizeof(sdpa_view));
+  ctx.producer = malloc(plan->num_tensors * sizeof(uint32_t));
+  ctx.reader_first = calloc((size_t)plan->num_tensors + 1u, sizeof(uint32_t));
+  ctx.reader_ops = malloc(((size_t)plan->num_operands + 1u) * sizeof(uint32_t));
+  ctx.writes = malloc(plan->num_ops * sizeof(uint32_t));
+  ctx.mark = calloc(plan->num_ops, 1);
+  ember_status* status = NULL;
+  if (executor->folded == NULL || executor->sdpa_views == NULL || ctx.producer == NULL ||
+      ctx.reader_first == NULL || ctx.reader_ops == NULL || ctx.writes == NULL ||
+      ctx.mark == NULL) {
+    status = ember_status_make(EMBER_OUT_OF_MEMORY, "cuda executor: out of memory");
+  } else {
+    for (uint32_t t = 0; t < plan->num_tensors; ++t) ctx.producer[t] = EMBER_PLAN_NO_INDEX;
+    for (uint32_t j = 0; j < plan->num_ops; ++j) {
+      const ember_op_desc* op = &plan->ops[j];
+      for (uint32_t k = 0; k < op->num_inputs; ++k) {
+        ++ctx.reader_first[ember_plan_op_input(plan, op, k) + 1];
+      }
+      ctx.producer[ember_plan_op_output(plan, op, 0)] = j;
+      ctx.writes[j] = ember_plan_op_output(plan, op, 0);
+    }
+    for (uint32_t t = 0; t < plan->num_tensors; ++t) ctx.reader_first[t + 1] += ctx.reader_first[t];
+    uint32_t* cursor = calloc(plan->num_tensors + 1u, sizeof(uint32_t));
+    if (cursor == NULL) {
+      status = ember_status_make(EMBER_OUT_OF_MEMORY, "cuda executor: out of memory");
+    } else {
+      memcpy(cursor, ctx.reader_first, plan->num_tensors * sizeof(uint32_t));
+      for (uint32_t j = 0; j < plan->num_ops; ++j) {
+        const ember_op_desc* op = &plan->ops[j];
+        for (uint32_t k = 0; k < op->num_inputs; ++k) {
+          ctx.reader_ops[cursor[ember_plan_op_input(plan, op, k)]++] = j;
+        }
+      }
+      free(cursor);
+      if (*in_out_extra > 0) {
+        ctx.next_offset = plan->arena_size + *in_out_extra;
+      } else if (!ember_checked_align_u64(plan->arena_size, EMBER_CUDA_ALIGNMENT,
+                                          &ctx.next_offset)) {
+        ctx.next_offset = UINT64_MAX; /* nothing can move */
+      }
+      const uint64_t start = ctx.next_offset;
+      for (uint32_t i = 0; i < plan->num_ops; ++i) {
+        if (plan->ops[i].opcode == EMBER_OP_SDPA && sdpa_takes_flash(plan, &plan->ops[i], &shape)) {
+          fold_sdpa(&ctx, i, &shape);
+        }
+      }
+      if (ctx.next_offset != start) *in_out_extra = ctx.next_offset - plan->arena_size;
+    }
+  }
+  free(ctx.producer);
+  free(ctx.reader_first);
+  free(ctx.reader_ops);
+  free(ctx.writes);
+  free(ctx.mark);
+  return status;
+}
+
 /* The most bytes SDPA's scores and probabilities may take; a larger SDPA runs fused. */
 #define EMBER_CUDA_MAX_SDPA_SCRATCH (1ull << 30)
 
@@ -1091,8 +1904,9 @@ static bool sdpa_gemm_sizes(const ember_plan* plan, const ember_op_desc* op,
 static ember_status* prepare_sdpa_scratch(ember_cuda_executor* executor) {
   const ember_plan* plan = executor->plan;
   uint64_t largest = 0, p_offset, bytes;
+  sdpa_flash_shape shape;
   for (uint32_t i = 0; i < plan->num_ops; ++i) {
-    if (plan->ops[i].opcode == EMBER_OP_SDPA &&
+    if (plan->ops[i].opcode == EMBER_OP_SDPA && !sdpa_takes_flash(plan, &plan->ops[i], &shape) &&
         sdpa_gemm_sizes(plan, &plan->ops[i], &p_offset, &bytes) && bytes > largest) {
       largest = bytes;
     }
@@ -1264,6 +2078,15 @@ static void build_sdpa_fused(ember_cuda_executor* executor, uint32_t i) {
 }
 
 static ember_status* build_sdpa(ember_cuda_executor* executor, uint32_t i, size_t* max_workspace) {
+  const ember_plan* plan = executor->plan;
+  const ember_op_desc* op = &plan->ops[i];
+  sdpa_flash_shape shape;
+  if (sdpa_takes_flash(plan, op, &shape)) {
+    /* plan_sdpa_folds chose the views (the operands in place, or through folded layout
+     * ops). */
+    add_sdpa_flash_step(executor, i, &shape, &executor->sdpa_views[4u * i]);
+    return NULL;
+  }
   bool done;
   EMBER_RETURN_IF_ERROR(build_sdpa_gemm(executor, i, max_workspace, &done));
   if (!done) build_sdpa_fused(executor, i);
@@ -1326,18 +2149,25 @@ static bool conv_runs_flat(const ember_tensor_desc* y) {
  * bias (the bias is appended to each weight row once, at prepare), an im2col buffer of at
  * most EMBER_CUDA_MAX_IM2COL bytes. Sizes in bytes; *out_flat_bytes is the product's
  * buffer when the conv runs as one GEMM over all images (conv_runs_flat), else 0. */
+/* What every GEMM form of a conv needs: groups 1, constant weight and bias (both are
+ * rearranged once, at prepare), an output. */
+static bool conv_takes_gemm(const ember_plan* plan, const ember_op_desc* op) {
+  const ember_tensor_desc* x = ember_plan_op_input_tensor(plan, op, 0);
+  const ember_tensor_desc* w = ember_plan_op_input_tensor(plan, op, 1);
+  const ember_tensor_desc* y = ember_plan_op_output_tensor(plan, op, 0);
+  return ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_GROUPS) == 1 && y->numel > 0 &&
+         w->storage == EMBER_STORAGE_CONSTANT && x->dims[0] <= INT32_MAX &&
+         (op->num_inputs != 3 ||
+          ember_plan_op_input_tensor(plan, op, 2)->storage == EMBER_STORAGE_CONSTANT);
+}
+
 static bool conv_gemm_sizes(const ember_plan* plan, const ember_op_desc* op,
                             uint64_t* out_col_bytes, uint64_t* out_weight_bytes,
                             uint64_t* out_flat_bytes) {
   const ember_tensor_desc* x = ember_plan_op_input_tensor(plan, op, 0);
   const ember_tensor_desc* w = ember_plan_op_input_tensor(plan, op, 1);
   const ember_tensor_desc* y = ember_plan_op_output_tensor(plan, op, 0);
-  if (ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_GROUPS) != 1 || y->numel == 0 ||
-      w->storage != EMBER_STORAGE_CONSTANT || x->dims[0] > INT32_MAX ||
-      (op->num_inputs == 3 &&
-       ember_plan_op_input_tensor(plan, op, 2)->storage != EMBER_STORAGE_CONSTANT)) {
-    return false;
-  }
+  if (!conv_takes_gemm(plan, op)) return false;
   const uint64_t es = ember_dtype_size(y->dtype);
   const uint64_t rows = conv_weight_stride((uint64_t)(w->dims[1] * w->dims[2] * w->dims[3]) + 1u);
   const uint64_t positions = (uint64_t)(y->dims[2] * y->dims[3]);
@@ -1355,37 +2185,174 @@ static bool conv_gemm_sizes(const ember_plan* plan, const ember_op_desc* op,
   return true;
 }
 
+/* Output tiles below which a conv keeps im2col + cuBLASLt GEMM rather than the
+ * implicit-GEMM kernel: that kernel has no split over K, so a grid of fewer tiles than
+ * the GPU has SMs (resnet18 at batch 1; its layer4 at batch 64) leaves SMs idle, where
+ * cuBLASLt splits. A fixed count, not the device's, so that whether a plan needs cuBLASLt
+ * is known before a device is opened (plan_needs_cublaslt). */
+#define EMBER_CUDA_CONV_IGEMM_MIN_TILES 128u
+
+/* The implicit-GEMM kernel's channel tile: 64 rows for convs of at most 64 output
+ * channels (resnet's first stage), else 128 (conv_igemm.cu picks the same). */
+static int64_t conv_igemm_bm(int64_t channels) { return channels <= 64 ? 64 : 128; }
+
+static uint64_t ceil_div_u64(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
+
+/* The implicit GEMM's K: the input's channels padded to a multiple of 8 (so 8 channels of
+ * a pixel are one 16-byte copy) times the taps; the bias column after it, rows rounded
+ * up to a multiple of 8; whole BK tiles to cover it. */
+static int64_t conv_packed_channels(int64_t c) { return (c + 7) & ~(int64_t)7; }
+static int64_t conv_igemm_k_taps(const ember_tensor_desc* w) {
+  return w->dims[2] * w->dims[3] * conv_packed_channels(w->dims[1]);
+}
+static int64_t conv_igemm_k_stride(const ember_tensor_desc* w) {
+  return (int64_t)conv_weight_stride((uint64_t)conv_igemm_k_taps(w) + 1u);
+}
+static int64_t conv_igemm_k_tiles(const ember_tensor_desc* w) {
+  return (int64_t)ceil_div_u64((uint64_t)conv_igemm_k_taps(w), EMBER_K_CONV_IGEMM_BK);
+}
+
+/* Whether CONV2D op runs on the implicit-GEMM tensor-core kernel (conv_igemm.cu): what
+ * im2col + GEMM takes (conv_gemm_sizes) in float16 or bfloat16, every element offset in
+ * int32, tap offsets that fit the table's 16-bit fields with room for its
+ * EMBER_K_CONV_IGEMM_NO_TAP marker, few padded channels, and enough output tiles to fill
+ * the GPU. */
+static bool conv_runs_igemm(const ember_plan* plan, const ember_op_desc* op) {
+  if (!conv_takes_gemm(plan, op)) return false; /* no im2col buffer: its bound is not ours */
+  const ember_tensor_desc* x = ember_plan_op_input_tensor(plan, op, 0);
+  const ember_tensor_desc* w = ember_plan_op_input_tensor(plan, op, 1);
+  const ember_tensor_desc* y = ember_plan_op_output_tensor(plan, op, 0);
+  if (y->dtype != EMBER_DTYPE_FLOAT16 && y->dtype != EMBER_DTYPE_BFLOAT16) return false;
+  /* Padding the channels to a multiple of 8 may add at most a quarter to K: resnet's stem
+   * (3 channels padded to 8, K 392 for 147 taps) ran 1.9x slower this way than as im2col
+   * + GEMM on the H200. */
+  if (conv_packed_channels(x->dims[1]) * 4 > x->dims[1] * 5) return false;
+  const int64_t limit = INT32_MAX - 2 * EMBER_K_CONV_IGEMM_NO_TAP;
+  const int64_t pad_h = ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_PAD_H);
+  const int64_t pad_w = ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_PAD_W);
+  const int64_t reach_h = (w->dims[2] - 1) * ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_DILATION_H);
+  const int64_t reach_w = (w->dims[3] - 1) * ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_DILATION_W);
+  const int64_t packed = x->dims[0] * x->dims[2] * x->dims[3] * conv_packed_channels(x->dims[1]);
+  const int64_t rows = conv_igemm_k_stride(w);
+  if (x->numel > (uint64_t)limit || y->numel > (uint64_t)limit || packed > limit ||
+      rows * w->dims[0] > limit ||
+      x->dims[2] + pad_h >= EMBER_K_CONV_IGEMM_NO_TAP ||
+      x->dims[3] + pad_w >= EMBER_K_CONV_IGEMM_NO_TAP || reach_h >= EMBER_K_CONV_IGEMM_NO_TAP ||
+      reach_w >= EMBER_K_CONV_IGEMM_NO_TAP || rows > limit) {
+    return false;
+  }
+  const uint64_t positions = (uint64_t)(y->dims[0] * y->dims[2] * y->dims[3]);
+  const uint64_t tiles = ceil_div_u64(positions, EMBER_K_CONV_IGEMM_BN) *
+                         ceil_div_u64((uint64_t)y->dims[1], (uint64_t)conv_igemm_bm(y->dims[1]));
+  return tiles >= EMBER_CUDA_CONV_IGEMM_MIN_TILES;
+}
+
+/* Entries of a conv's tap table: one per 8 of K, whole BK tiles. */
+static uint64_t conv_igemm_table_entries(const ember_tensor_desc* w) {
+  return (uint64_t)conv_igemm_k_tiles(w) * (EMBER_K_CONV_IGEMM_BK / 8u);
+}
+
+/* Fills conv op's tap table (kernel_params.h, ember_k_conv_igemm_params): per 8 of
+ * K = (kh, kw, c), the element offset of those channels from a window's first pixel in
+ * the packed input and the tap's row and column offsets; past the last, the marker that
+ * reads zeros. */
+static void fill_conv_igemm_table(const ember_plan* plan, const ember_op_desc* op, int32_t* out) {
+  const ember_tensor_desc* x = ember_plan_op_input_tensor(plan, op, 0);
+  const ember_tensor_desc* w = ember_plan_op_input_tensor(plan, op, 1);
+  const int64_t dil_h = ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_DILATION_H);
+  const int64_t dil_w = ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_DILATION_W);
+  const int64_t cp = conv_packed_channels(x->dims[1]), kw = w->dims[3], wd = x->dims[3];
+  const int64_t k_taps = conv_igemm_k_taps(w);
+  const uint64_t entries = conv_igemm_table_entries(w);
+  for (uint64_t q = 0; q < entries; ++q) {
+    const int64_t k = (int64_t)q * 8;
+    if (k >= k_taps) {
+      out[2 * q] = 0;
+      out[2 * q + 1] = (int32_t)((uint32_t)EMBER_K_CONV_IGEMM_NO_TAP << 16);
+      continue;
+    }
+    const int64_t tap = k / cp, c0 = k % cp;
+    const int64_t dh = (tap / kw) * dil_h, dw = (tap % kw) * dil_w;
+    out[2 * q] = (int32_t)((dh * wd + dw) * cp + c0);
+    out[2 * q + 1] = (int32_t)(((uint32_t)dh << 16) | ((uint32_t)dw & 0xffffu));
+  }
+}
+
+/* Conv op's weights for the implicit GEMM: [o][kh][kw][cp] (zeros for the padded
+ * channels), the bias (or 0) at column k_taps, zeros to k_stride. */
+static void fill_conv_igemm_weights(const ember_plan* plan, const ember_op_desc* op, uint8_t* out) {
+  const ember_tensor_desc* w = ember_plan_op_input_tensor(plan, op, 1);
+  const size_t es = ember_dtype_size(w->dtype);
+  const int64_t o_count = w->dims[0], c_count = w->dims[1], kh = w->dims[2], kw = w->dims[3];
+  const int64_t cp = conv_packed_channels(c_count), k_taps = conv_igemm_k_taps(w);
+  const int64_t k_stride = conv_igemm_k_stride(w);
+  const uint8_t* weights = plan->constants + w->data_offset;
+  const uint8_t* bias = op->num_inputs == 3
+                            ? plan->constants + ember_plan_op_input_tensor(plan, op, 2)->data_offset
+                            : NULL;
+  for (int64_t o = 0; o < o_count; ++o) {
+    uint8_t* row = out + (size_t)(o * k_stride) * es;
+    for (int64_t c = 0; c < c_count; ++c) {
+      for (int64_t t = 0; t < kh * kw; ++t) {
+        memcpy(row + (size_t)(t * cp + c) * es, weights + (size_t)((o * c_count + c) * kh * kw + t) * es, es);
+      }
+    }
+    if (bias != NULL) memcpy(row + (size_t)k_taps * es, bias + (size_t)o * es, es);
+  }
+}
+
 /* Allocates the im2col buffer (and the product buffer of convs that run flat) and uploads
  * the augmented weights ([O, C·KH·KW + 1]: each row, then its bias or 0, rows
  * conv_weight_stride apart) of every CONV2D that runs as a GEMM. */
 static ember_status* prepare_conv_gemms(ember_cuda_executor* executor) {
   const ember_plan* plan = executor->plan;
-  executor->conv_weight_offset = malloc((plan->num_ops == 0 ? 1 : plan->num_ops) * sizeof(uint64_t));
-  if (executor->conv_weight_offset == NULL) {
+  const size_t count = plan->num_ops == 0 ? 1 : plan->num_ops;
+  executor->conv_weight_offset = malloc(count * sizeof(uint64_t));
+  executor->conv_table_offset = malloc(count * sizeof(uint64_t));
+  if (executor->conv_weight_offset == NULL || executor->conv_table_offset == NULL) {
     return ember_status_make(EMBER_OUT_OF_MEMORY, "cuda executor: out of memory");
   }
-  uint64_t max_col = 0, max_flat = 0, total = 0;
+  uint64_t max_col = 0, max_flat = 0, max_packed = 0, total = 0;
   for (uint32_t i = 0; i < plan->num_ops; ++i) {
     executor->conv_weight_offset[i] = UINT64_MAX;
-    uint64_t col, weight, flat, aligned;
-    if (plan->ops[i].opcode != EMBER_OP_CONV2D ||
-        !conv_gemm_sizes(plan, &plan->ops[i], &col, &weight, &flat) ||
-        !ember_checked_align_u64(weight, EMBER_CUDA_ALIGNMENT, &aligned) ||
-        !ember_checked_add_u64(total, aligned, &aligned)) {
+    executor->conv_table_offset[i] = UINT64_MAX;
+    uint64_t col = 0, weight = 0, flat = 0, aligned, table = 0;
+    if (plan->ops[i].opcode != EMBER_OP_CONV2D) continue;
+    const bool igemm = executor->kernels.conv_igemm && conv_runs_igemm(plan, &plan->ops[i]);
+    if (!igemm && !conv_gemm_sizes(plan, &plan->ops[i], &col, &weight, &flat)) continue;
+    /* The implicit GEMM needs no col or product buffer: its own weight layout, its tap
+     * table (an int2 per 8 of K) after them, and room for the packed input. */
+    if (igemm) {
+      const ember_tensor_desc* x = ember_plan_op_input_tensor(plan, &plan->ops[i], 0);
+      const ember_tensor_desc* w = ember_plan_op_input_tensor(plan, &plan->ops[i], 1);
+      weight = (uint64_t)(conv_igemm_k_stride(w) * w->dims[0]) * ember_dtype_size(w->dtype);
+      table = conv_igemm_table_entries(w) * 8u;
+      const uint64_t packed = (uint64_t)(x->dims[0] * x->dims[2] * x->dims[3] *
+                                         conv_packed_channels(x->dims[1])) * ember_dtype_size(x->dtype);
+      if (packed > max_packed) max_packed = packed;
+    }
+    uint64_t region;
+    if (!ember_checked_align_u64(weight, EMBER_CUDA_ALIGNMENT, &aligned) ||
+        !ember_checked_add_u64(aligned, table, &region) ||
+        !ember_checked_align_u64(region, EMBER_CUDA_ALIGNMENT, &region) ||
+        !ember_checked_add_u64(total, region, &region)) {
       continue;
     }
     executor->conv_weight_offset[i] = total;
-    total = aligned;
+    if (igemm) executor->conv_table_offset[i] = total + aligned;
+    total = region;
+    if (igemm) continue;
     if (col > max_col) max_col = col;
     if (flat > max_flat) max_flat = flat;
   }
   if (total == 0) return NULL;
-  size_t col_size, weights_size, flat_size;
+  size_t col_size, weights_size, flat_size, packed_size;
   if (!ember_u64_to_size(max_col, &col_size) || !ember_u64_to_size(total, &weights_size) ||
-      !ember_u64_to_size(max_flat, &flat_size)) {
+      !ember_u64_to_size(max_flat, &flat_size) || !ember_u64_to_size(max_packed, &packed_size)) {
     return ember_status_make(EMBER_OUT_OF_MEMORY, "cuda executor: conv buffers overflow");
   }
   EMBER_RETURN_IF_ERROR(allocate(executor, col_size, "im2col", &executor->conv_col));
+  EMBER_RETURN_IF_ERROR(allocate(executor, packed_size, "conv packed input", &executor->conv_packed));
   EMBER_RETURN_IF_ERROR(allocate(executor, weights_size, "conv weights", &executor->conv_weights));
   if (flat_size > 0) {
     EMBER_RETURN_IF_ERROR(allocate(executor, flat_size, "conv product", &executor->conv_out));
@@ -1395,6 +2362,11 @@ static ember_status* prepare_conv_gemms(ember_cuda_executor* executor) {
   for (uint32_t i = 0; i < plan->num_ops; ++i) {
     if (executor->conv_weight_offset[i] == UINT64_MAX) continue;
     const ember_op_desc* op = &plan->ops[i];
+    if (executor->conv_table_offset[i] != UINT64_MAX) {
+      fill_conv_igemm_weights(plan, op, host + executor->conv_weight_offset[i]);
+      fill_conv_igemm_table(plan, op, (int32_t*)(void*)(host + executor->conv_table_offset[i]));
+      continue;
+    }
     const ember_tensor_desc* w = ember_plan_op_input_tensor(plan, op, 1);
     const size_t es = ember_dtype_size(w->dtype);
     const size_t taps = (size_t)(w->dims[1] * w->dims[2] * w->dims[3]);
@@ -1576,22 +2548,76 @@ static void add_relu_in_place(ember_cuda_executor* executor, uint32_t op_index, 
   add_ref(executor, step, t, offsetof(ember_k_unary_params, y));
 }
 
-/* CONV2D op i, and the RELU `fused` (an op, or EMBER_PLAN_NO_INDEX) whose output it then
- * writes. */
-static ember_status* build_conv2d(ember_cuda_executor* executor, uint32_t i, uint32_t fused,
-                                  size_t* max_workspace) {
+/* CONV2D op i on the implicit-GEMM kernel, into tensor y_index, with the ReLU and the
+ * residual tensor (EMBER_PLAN_NO_INDEX: none) fused into its epilogue. */
+static void build_conv2d_igemm(ember_cuda_executor* executor, uint32_t i, uint32_t y_index,
+                               bool relu, uint32_t residual) {
   const ember_plan* plan = executor->plan;
   const ember_op_desc* op = &plan->ops[i];
-  const uint32_t y = fused == EMBER_PLAN_NO_INDEX ? ember_plan_op_output(plan, op, 0)
-                                                  : ember_plan_op_output(plan, &plan->ops[fused], 0);
+  const ember_tensor_desc* x = ember_plan_op_input_tensor(plan, op, 0);
+  const ember_tensor_desc* w = ember_plan_op_input_tensor(plan, op, 1);
+  const ember_tensor_desc* y = &plan->tensors[y_index];
+  ember_k_nhwc_pack_params pack = {0};
+  pack.y = executor->conv_packed; /* not a tensor: never patched */
+  pack.n = x->dims[0], pack.c = x->dims[1], pack.hw = x->dims[2] * x->dims[3];
+  pack.cp = conv_packed_channels(x->dims[1]);
+  ember_cuda_step* packing = add_kernel_step(
+      executor, i, EMBER_CUDA_KERNEL_NHWC_PACK_2,
+      grid_for_rows(executor, (uint64_t)pack.n * ceil_div_u64((uint64_t)pack.hw, 64u) *
+                                  ceil_div_u64((uint64_t)pack.cp, 64u)),
+      &pack, sizeof pack);
+  add_ref(executor, packing, ember_plan_op_input(plan, op, 0), offsetof(ember_k_nhwc_pack_params, x));
+
+  ember_k_conv_igemm_params p = {0};
+  p.x = executor->conv_packed; /* not tensors: never patched */
+  p.w = executor->conv_weights + executor->conv_weight_offset[i];
+  p.table = executor->conv_weights + executor->conv_table_offset[i];
+  p.c = (int32_t)pack.cp, p.h = (int32_t)x->dims[2], p.w_in = (int32_t)x->dims[3];
+  p.o = (int32_t)y->dims[1], p.oh = (int32_t)y->dims[2], p.ow = (int32_t)y->dims[3];
+  p.stride_h = (int32_t)ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_STRIDE_H);
+  p.stride_w = (int32_t)ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_STRIDE_W);
+  p.pad_h = (int32_t)ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_PAD_H);
+  p.pad_w = (int32_t)ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_PAD_W);
+  p.k_taps = (int32_t)conv_igemm_k_taps(w);
+  p.k_stride = (int32_t)conv_igemm_k_stride(w);
+  p.positions = (int32_t)(y->dims[0] * y->dims[2] * y->dims[3]);
+  p.k_tiles = (int32_t)conv_igemm_k_tiles(w);
+  p.o_tiles = (int32_t)ceil_div_u64((uint64_t)p.o, (uint64_t)conv_igemm_bm(p.o));
+  p.relu = relu;
+  p.has_residual = residual != EMBER_PLAN_NO_INDEX;
+  fast_divisor((uint64_t)(p.oh * p.ow), &p.div_mul[0], &p.div_shift[0]);
+  fast_divisor((uint64_t)p.ow, &p.div_mul[1], &p.div_shift[1]);
+  const uint64_t tiles = ceil_div_u64((uint64_t)p.positions, EMBER_K_CONV_IGEMM_BN) * (uint64_t)p.o_tiles;
+  ember_cuda_step* step = add_kernel_step(
+      executor, i, EMBER_CUDA_KERNEL_CONV_IGEMM + ember_cuda_half_index(y->dtype),
+      (unsigned int)tiles, &p, sizeof p);
+  step->shared_bytes = EMBER_K_CONV_IGEMM_SMEM_BYTES((unsigned int)conv_igemm_bm(p.o));
+  if (p.has_residual) add_ref(executor, step, residual, offsetof(ember_k_conv_igemm_params, residual));
+  add_ref(executor, step, y_index, offsetof(ember_k_conv_igemm_params, y));
+  ++executor->conv_igemms;
+  if (p.has_residual) ++executor->conv_residuals;
+}
+
+/* CONV2D op i into tensor y_index (its output, or that of the ops fused after it): with
+ * `relu_op` (EMBER_PLAN_NO_INDEX: none) applied, and `residual` added before it (only on
+ * the implicit-GEMM kernel, can_fuse_residual). */
+static ember_status* build_conv2d(ember_cuda_executor* executor, uint32_t i, uint32_t y,
+                                  uint32_t relu_op, uint32_t residual, size_t* max_workspace) {
+  const ember_plan* plan = executor->plan;
   if (plan->tensors[y].numel == 0) return NULL;
+  if (executor->conv_table_offset[i] != UINT64_MAX) {
+    build_conv2d_igemm(executor, i, y, relu_op != EMBER_PLAN_NO_INDEX, residual);
+    return NULL;
+  }
   bool done = false, relu_done = false;
-  if (executor->conv_weight_offset[i] != UINT64_MAX) {
-    EMBER_RETURN_IF_ERROR(build_conv2d_gemm(executor, i, y, fused != EMBER_PLAN_NO_INDEX,
+  /* No cuBLASLt: the plan was to run every such conv on the implicit-GEMM kernel, which
+   * this GPU cannot (ember_cuda_kernels.conv_igemm). */
+  if (executor->conv_weight_offset[i] != UINT64_MAX && executor->lt_handle != NULL) {
+    EMBER_RETURN_IF_ERROR(build_conv2d_gemm(executor, i, y, relu_op != EMBER_PLAN_NO_INDEX,
                                             max_workspace, &done, &relu_done));
   }
   if (!done) build_conv2d_direct(executor, i, y);
-  if (fused != EMBER_PLAN_NO_INDEX && !relu_done) add_relu_in_place(executor, fused, y);
+  if (relu_op != EMBER_PLAN_NO_INDEX && !relu_done) add_relu_in_place(executor, relu_op, y);
   return NULL;
 }
 
@@ -1743,6 +2769,7 @@ static ember_status* build_steps(ember_cuda_executor* executor, size_t* out_work
   ember_status* status = NULL;
   for (uint32_t i = 0; i < plan->num_ops && status == NULL; ++i) {
     const ember_op_desc* op = &plan->ops[i];
+    if (executor->folded != NULL && executor->folded[i]) continue; /* in an SDPA's views */
     switch (op->opcode) {
       case EMBER_OP_LINEAR:
       case EMBER_OP_MATMUL: {
@@ -1787,9 +2814,16 @@ static ember_status* build_steps(ember_cuda_executor* executor, size_t* out_work
       case EMBER_OP_REDUCE_MAX: build_reduce(executor, i); break;
       case EMBER_OP_SDPA: status = build_sdpa(executor, i, out_workspace); break;
       case EMBER_OP_CONV2D: {
-        const bool fuse = executor->fuse_next[i];
-        status = build_conv2d(executor, i, fuse ? i + 1 : EMBER_PLAN_NO_INDEX, out_workspace);
-        if (fuse && status == NULL) ++i; /* the RELU is done */
+        /* The ops it takes: the RELU after it, or the residual ADD and the RELU after that. */
+        uint32_t last = i, relu_op = EMBER_PLAN_NO_INDEX, residual = EMBER_PLAN_NO_INDEX;
+        if (executor->conv_residual[i]) {
+          residual = residual_input(plan, i);
+          last = i + 1;
+        }
+        if (executor->fuse_next[last]) relu_op = ++last;
+        status = build_conv2d(executor, i, ember_plan_op_output(plan, &plan->ops[last], 0),
+                              relu_op, residual, out_workspace);
+        if (status == NULL) i = last;
         break;
       }
       case EMBER_OP_MAX_POOL2D:
@@ -1842,10 +2876,10 @@ static CUDA_KERNEL_NODE_PARAMS kernel_node_params(ember_cuda_step* step) {
   params.gridDimX = step->grid;
   params.gridDimY = 1;
   params.gridDimZ = 1;
-  params.blockDimX = EMBER_K_BLOCK;
+  params.blockDimX = step->block;
   params.blockDimY = 1;
   params.blockDimZ = 1;
-  params.sharedMemBytes = 0;
+  params.sharedMemBytes = step->shared_bytes;
   params.kernelParams = step->args;
   return params;
 }
@@ -1862,8 +2896,8 @@ static ember_status* enqueue_eager(ember_cuda_executor* executor, ember_cuda_pro
     } else {
       bake_kernel_step(executor, step);
       CU_CHECK(executor,
-               executor->driver->cuLaunchKernel(step->function, step->grid, 1, 1,
-                                                EMBER_K_BLOCK, 1, 1, 0, executor->stream,
+               executor->driver->cuLaunchKernel(step->function, step->grid, 1, 1, step->block,
+                                                1, 1, step->shared_bytes, executor->stream,
                                                 step->args, NULL),
                "cuLaunchKernel");
     }
@@ -2279,8 +3313,8 @@ static ember_status* cuda_executor_run(ember_executor* base, const ember_tensor_
 /* ---- prepare and destroy -------------------------------------------------------------- */
 
 /* Whether any op of the plan may run on cuBLASLt: a MATMUL, a LINEAR that is not the gemv
- * kernel, an SDPA or CONV2D that passes the checks for running as GEMMs
- * (sdpa_gemm_sizes, conv_gemm_sizes). Loading cuBLASLt costs ~60 ms (the dlopen) that a
+ * kernel, an SDPA (not on the flash kernel) or CONV2D that passes the checks for running
+ * as GEMMs (sdpa_takes_flash, sdpa_gemm_sizes, conv_gemm_sizes). Loading cuBLASLt costs ~60 ms (the dlopen) that a
  * program of Ember's own kernels never repays, so such a program does not load it. A
  * superset is harmless (a load for nothing); an op missed here fails prepare with
  * EMBER_INTERNAL (cuda_gemm.c check_loaded). *out_op: the first such op. */
@@ -2288,11 +3322,14 @@ static bool plan_needs_cublaslt(const ember_plan* plan, uint32_t* out_op) {
   for (uint32_t i = 0; i < plan->num_ops; ++i) {
     const ember_op_desc* op = &plan->ops[i];
     uint64_t a, b, c;
+    sdpa_flash_shape shape;
     const bool needs =
         op->opcode == EMBER_OP_MATMUL ||
         (op->opcode == EMBER_OP_LINEAR && !linear_takes_gemv(plan, op)) ||
-        (op->opcode == EMBER_OP_SDPA && sdpa_gemm_sizes(plan, op, &a, &b)) ||
-        (op->opcode == EMBER_OP_CONV2D && conv_gemm_sizes(plan, op, &a, &b, &c));
+        (op->opcode == EMBER_OP_SDPA && !sdpa_takes_flash(plan, op, &shape) &&
+         sdpa_gemm_sizes(plan, op, &a, &b)) ||
+        (op->opcode == EMBER_OP_CONV2D && !conv_runs_igemm(plan, op) &&
+         conv_gemm_sizes(plan, op, &a, &b, &c));
     if (needs) {
       *out_op = i;
       return true;
@@ -2332,6 +3369,7 @@ static void cuda_executor_destroy(ember_executor* base) {
       if (executor->embedding_error != 0) driver->cuMemFree(executor->embedding_error);
       if (executor->conv_col != 0) driver->cuMemFree(executor->conv_col);
       if (executor->conv_weights != 0) driver->cuMemFree(executor->conv_weights);
+      if (executor->conv_packed != 0) driver->cuMemFree(executor->conv_packed);
       if (executor->conv_out != 0) driver->cuMemFree(executor->conv_out);
       if (executor->sdpa_scratch != 0) driver->cuMemFree(executor->sdpa_scratch);
       if (executor->staging != 0) driver->cuMemFree(executor->staging);
@@ -2346,8 +3384,12 @@ static void cuda_executor_destroy(ember_executor* base) {
   free(executor->gemms);
   free(executor->steps);
   free(executor->conv_weight_offset);
+  free(executor->conv_table_offset);
+  free(executor->conv_residual);
   free(executor->fuse_next);
   free(executor->relocated);
+  free(executor->folded);
+  free(executor->sdpa_views);
   free(executor->staging_offset);
   free(executor->io_alignment);
   free(executor->io_address);
@@ -2479,6 +3521,7 @@ static ember_status* prepare_in_context(ember_cuda_executor* executor) {
   ember_cuda_init_timer_mark(timer, "cublasLtCreate (if GEMMs)");
   uint64_t extra_arena;
   EMBER_RETURN_IF_ERROR(plan_fusions(executor, &extra_arena));
+  EMBER_RETURN_IF_ERROR(plan_sdpa_folds(executor, &extra_arena));
   EMBER_RETURN_IF_ERROR(allocate_memory(executor, extra_arena));
   EMBER_RETURN_IF_ERROR(allocate_embedding_error(executor));
   ember_cuda_init_timer_mark(timer, "memory, constants");
@@ -2578,6 +3621,8 @@ void ember_cuda_executor_get_info(const ember_executor* base,
     if (gemm->needs_bias_act) ++out_info->bias_act_kernels;
   }
   out_info->relocated_tensors = executor->relocations;
+  out_info->conv_igemms = executor->conv_igemms;
+  out_info->fused_residuals = executor->conv_residuals;
   for (uint32_t s = 0; s < executor->num_steps; ++s) {
     const ember_cuda_step* step = &executor->steps[s];
     if (step->is_gemm && executor->plan->ops[step->op_index].opcode == EMBER_OP_CONV2D) {
@@ -2592,6 +3637,12 @@ void ember_cuda_executor_get_info(const ember_executor* base,
     if (is_binary(op->opcode) && executor->fuse_next[step->op_index]) {
       ++out_info->fused_activations;
     }
+    /* A ReLU in the implicit-GEMM conv's epilogue, directly or after its residual. */
+    if (op->opcode == EMBER_OP_CONV2D && executor->conv_table_offset[step->op_index] != UINT64_MAX &&
+        step->shared_bytes != 0 /* the GEMM, not the packing */) {
+      const uint32_t after = step->op_index + (executor->conv_residual[step->op_index] ? 1u : 0u);
+      if (executor->fuse_next[after]) ++out_info->fused_activations;
+    }
   }
   out_info->cublaslt = executor->lt_handle != NULL;
   for (uint32_t g = 0; g < executor->num_gemms; ++g) {
@@ -2599,6 +3650,8 @@ void ember_cuda_executor_get_info(const ember_executor* base,
     out_info->heuristic_cache_misses += executor->gemms[g].heuristic_misses;
   }
   out_info->gemm_candidates_timed = executor->gemm_candidates_timed;
+  out_info->sdpa_flash = executor->sdpa_flash;
+  out_info->folded_layout_ops = executor->folded_layout_ops;
   out_info->graph = executor->use_graph;
   out_info->graph_node_updates = executor->graph_node_updates;
   out_info->graph_rebuilds = executor->graph_rebuilds;

@@ -39,7 +39,12 @@ typedef struct ember_cuda_executor_info {
   uint32_t relocated_tensors;    /* fused activation outputs moved past the plan's arena */
   uint32_t conv_gemms;           /* CONV2D ops run as im2col + GEMM (the rest: direct) */
   uint32_t conv_gemms_flat;      /* of those, run as one GEMM over all images */
+  uint32_t conv_igemms;          /* CONV2D ops run as the implicit-GEMM tensor-core kernel */
+  uint32_t fused_residuals;      /* ADDs of a conv's output and a residual done by that kernel */
   uint32_t gemv_kernels;         /* LINEAR ops of few rows run as the gemv kernel, not cuBLASLt */
+  uint32_t sdpa_flash;           /* SDPA ops run as the tensor-core flash kernel */
+  uint32_t folded_layout_ops;    /* layout copies (PERMUTE, SLICE, RESHAPE) around those SDPAs
+                                    folded into the kernel's strides: no step */
   bool cublaslt;                 /* the program has a cuBLASLt handle (it has GEMMs) */
   uint32_t heuristic_cache_hits; /* GEMM heuristic questions the process's cache answered */
   uint32_t heuristic_cache_misses; /* those cuBLASLt answered (then cached) */

@@ -1,6 +1,8 @@
 /* Loading the embedded kernel fatbins (cuda_kernels.h). */
 #include "cuda_kernels.h"
 
+#include "kernel_params.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -16,7 +18,8 @@
   X(reduce)                   \
   X(attention)                \
   X(conv_pool)                \
-  X(gemv)
+  X(gemv)                     \
+  X(conv_igemm)
 
 #define EMBER_CUDA_FATBIN_DECLARE(name)                 \
   extern const unsigned char ember_fatbin_##name[];     \
@@ -45,6 +48,10 @@ static const struct {
   {id + 0, EMBER_CUDA_MODULE_##module, stem "_f32"},  \
   {id + 1, EMBER_CUDA_MODULE_##module, stem "_f16"},  \
   {id + 2, EMBER_CUDA_MODULE_##module, stem "_bf16"}
+
+#define PER_HALF(id, module, stem)                   \
+  {id + 0, EMBER_CUDA_MODULE_##module, stem "_f16"},  \
+  {id + 1, EMBER_CUDA_MODULE_##module, stem "_bf16"}
 
 #define PER_SIZE(id, module, stem)                   \
   {id + 0, EMBER_CUDA_MODULE_##module, stem "_1"},   \
@@ -78,8 +85,12 @@ static const struct {
     PER_DTYPE(EMBER_CUDA_KERNEL_IM2COL, conv_pool, "ember_im2col"),
     PER_DTYPE(EMBER_CUDA_KERNEL_SDPA_SOFTMAX, attention, "ember_sdpa_softmax"),
     PER_DTYPE(EMBER_CUDA_KERNEL_GEMV, gemv, "ember_gemv"),
+    PER_HALF(EMBER_CUDA_KERNEL_SDPA_FLASH, attention, "ember_sdpa_flash"),
+    PER_HALF(EMBER_CUDA_KERNEL_CONV_IGEMM, conv_igemm, "ember_conv_igemm"),
+    {EMBER_CUDA_KERNEL_NHWC_PACK_2, EMBER_CUDA_MODULE_conv_igemm, "ember_nhwc_pack_2"},
 };
 #undef PER_DTYPE
+#undef PER_HALF
 #undef PER_SIZE
 
 ember_status* ember_cuda_kernels_load(const ember_cuda_driver* driver,
@@ -104,6 +115,17 @@ ember_status* ember_cuda_kernels_load(const ember_cuda_driver* driver,
     if (result != CUDA_SUCCESS) {
       snprintf(call, sizeof call, "cuModuleGetFunction(%s)", kernel_names[k].name);
       status = ember_cuda_status(driver, result, call);
+    }
+  }
+  /* The implicit-GEMM conv's ring of stages is past the 48 KB a launch gets unasked; a
+   * GPU that cannot give a block that much (compute capability 8.6 and 8.9 have 99 KB)
+   * runs convs the other ways. */
+  out_kernels->conv_igemm = status == NULL;
+  for (uint32_t k = 0; k < 2 && status == NULL; ++k) {
+    if (driver->cuFuncSetAttribute(out_kernels->functions[EMBER_CUDA_KERNEL_CONV_IGEMM + k],
+                                   CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                   EMBER_K_CONV_IGEMM_SMEM_BYTES(128)) != CUDA_SUCCESS) {
+      out_kernels->conv_igemm = false;
     }
   }
   if (status != NULL) ember_cuda_kernels_unload(driver, out_kernels);

@@ -7,6 +7,8 @@
 #ifndef EMBER_SRC_CUDA_CUDA_KERNELS_H_
 #define EMBER_SRC_CUDA_CUDA_KERNELS_H_
 
+#include <stdbool.h>
+
 #include "cuda_driver.h"
 
 /* Kernels that exist once per float dtype are consecutive: base + dtype index
@@ -34,14 +36,19 @@ typedef enum ember_cuda_kernel_id {
   EMBER_CUDA_KERNEL_IM2COL = 46,
   EMBER_CUDA_KERNEL_SDPA_SOFTMAX = 49,
   EMBER_CUDA_KERNEL_GEMV = 52,
-  EMBER_CUDA_KERNEL_COUNT = 55,
+  /* Tensor-core kernels exist for float16 and bfloat16 only: base + dtype index - 1. */
+  EMBER_CUDA_KERNEL_SDPA_FLASH = 55,
+  EMBER_CUDA_KERNEL_CONV_IGEMM = 57,
+  EMBER_CUDA_KERNEL_NHWC_PACK_2 = 59,
+  EMBER_CUDA_KERNEL_COUNT = 60,
 } ember_cuda_kernel_id;
 
-#define EMBER_CUDA_MODULE_COUNT 11
+#define EMBER_CUDA_MODULE_COUNT 12
 
 typedef struct ember_cuda_kernels {
   CUmodule modules[EMBER_CUDA_MODULE_COUNT];
   CUfunction functions[EMBER_CUDA_KERNEL_COUNT];
+  bool conv_igemm; /* the implicit-GEMM conv kernels got their shared memory */
 } ember_cuda_kernels;
 
 /* Loads every module into the current context and resolves every kernel. On error
@@ -60,6 +67,11 @@ static inline uint32_t ember_cuda_size_index(size_t element_size) {
 /* 0 float32, 1 float16, 2 bfloat16. Only called with a float dtype (verified plans). */
 static inline uint32_t ember_cuda_dtype_index(ember_dtype dtype) {
   return dtype == EMBER_DTYPE_FLOAT16 ? 1u : dtype == EMBER_DTYPE_BFLOAT16 ? 2u : 0u;
+}
+
+/* 0 float16, 1 bfloat16: the tensor-core kernels (only called with one of the two). */
+static inline uint32_t ember_cuda_half_index(ember_dtype dtype) {
+  return dtype == EMBER_DTYPE_BFLOAT16 ? 1u : 0u;
 }
 
 #endif /* EMBER_SRC_CUDA_CUDA_KERNELS_H_ */

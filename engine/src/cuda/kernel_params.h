@@ -237,6 +237,44 @@ typedef struct ember_k_sdpa_softmax_params {
   int32_t is_causal;
 } ember_k_sdpa_softmax_params;
 
+/* ember_sdpa_flash_<f16, bf16>: SDPA without a mask tensor on tensor cores
+ * (FlashAttention-2: attention.cu says how). Each of q [batch, heads, l, e],
+ * k [batch, heads, s, e], v [batch, heads, s, e] and y [batch, heads, l, e] is an address
+ * and element strides over (batch, heads, rows); a row's e elements are contiguous. Every
+ * address is 16-byte aligned and every stride a multiple of 8 elements, so each row
+ * starts on a 16-byte boundary (the host checks). e is 64 or 128 (e == ev). Launched
+ * with EMBER_K_SDPA_FLASH_THREADS threads a block (not EMBER_K_BLOCK), one block per
+ * EMBER_K_SDPA_FLASH_ROWS query rows of one (batch, head): ceil(l / ROWS) * heads * batch
+ * blocks, and EMBER_K_SDPA_FLASH_SMEM_BYTES(e) bytes of dynamic shared memory (at most
+ * the 48 KiB a block may take without opting in). */
+#define EMBER_K_SDPA_FLASH_THREADS 128
+#define EMBER_K_SDPA_FLASH_ROWS 64
+/* Keys a chunk: 32 at e 128 keeps the scores and the wider output accumulator in fewer
+ * registers (as FlashAttention-2's head dim 128 tiles). */
+#define EMBER_K_SDPA_FLASH_KEYS(e) ((e) == 128 ? 32 : 64)
+/* A Q tile of ROWS rows, a K and a V tile of KEYS rows, of e 16-bit elements each. */
+#define EMBER_K_SDPA_FLASH_SMEM_BYTES(e) \
+  ((EMBER_K_SDPA_FLASH_ROWS + 2u * EMBER_K_SDPA_FLASH_KEYS(e)) * (unsigned)(e) * 2u)
+
+typedef struct ember_k_sdpa_flash_params {
+  uint64_t q;
+  uint64_t k;
+  uint64_t v;
+  uint64_t y;
+  int64_t q_strides[3]; /* batch, head, row */
+  int64_t k_strides[3];
+  int64_t v_strides[3];
+  int64_t y_strides[3];
+  int32_t batch;
+  int32_t heads;
+  int32_t l;
+  int32_t s;
+  int32_t e;
+  float scale_log2; /* the scale attribute times log2(e): scores go through exp2 */
+  int32_t is_causal;
+  int32_t reserved;
+} ember_k_sdpa_flash_params;
+
 /* ember_conv2d_<dtype>: a direct convolution, NCHW, a thread per output position and
  * block of 4 output channels of one group (groups and depthwise included). w is
  * [O, C / groups, KH, KW]; b (O) when has_bias. */
@@ -281,6 +319,54 @@ typedef struct ember_k_im2col_params {
   uint32_t div_mul[EMBER_K_IM2COL_DIVISORS];
   uint32_t div_shift[EMBER_K_IM2COL_DIVISORS];
 } ember_k_im2col_params;
+
+/* ember_conv_igemm_<f16|bf16>: CONV2D of groups 1 as an implicit GEMM on tensor cores
+ * (conv_igemm.cu): D[o, p] = sum_k W[o, k] * X[k, p] over output positions
+ * p = (image, oh, ow) and k = (kh, kw, c). x is the conv's input packed by
+ * ember_nhwc_pack_2 ([N, H, W, c], c the channels padded to a multiple of 8). w holds
+ * the weights reordered to [o][kh][kw][c] (zeros for the padded channels), the bias at
+ * column k_taps = KH·KW·c, zeros to k_stride (a multiple of 8). table has
+ * k_tiles · BK / 8 int2 entries, one per 8 consecutive k: the element offset of those 8
+ * channels from a window's first pixel, (kh·dil_h · W + kw·dil_w) · c + c0, and
+ * (kh·dil_h) << 16 | (kw·dil_w & 0xffff); entries past k_taps have a row offset of
+ * EMBER_K_CONV_IGEMM_NO_TAP (always outside x), so they read zeros. y is NCHW; residual
+ * (has_residual), same shape, is added before the ReLU. The channel tile BM is 64 when
+ * o <= 64, else 128. All element offsets fit int32 (the host checks). */
+#define EMBER_K_CONV_IGEMM_BK 64
+#define EMBER_K_CONV_IGEMM_BN 128
+#define EMBER_K_CONV_IGEMM_STAGES 3
+/* Dynamic shared memory of a launch with channel tile bm: the ring of stages, each a W
+ * and an X tile of rows BK + 8 elements (2 bytes). */
+#define EMBER_K_CONV_IGEMM_SMEM_BYTES(bm) \
+  (EMBER_K_CONV_IGEMM_STAGES * ((bm) + EMBER_K_CONV_IGEMM_BN) * (EMBER_K_CONV_IGEMM_BK + 8) * 2)
+#define EMBER_K_CONV_IGEMM_NO_TAP 0x4000
+typedef struct ember_k_conv_igemm_params {
+  uint64_t x;
+  uint64_t w;
+  uint64_t table;
+  uint64_t residual;
+  uint64_t y;
+  int32_t c, h, w_in, o;
+  int32_t oh, ow, stride_h, stride_w;
+  int32_t pad_h, pad_w, k_taps, k_stride;
+  int32_t positions; /* n * oh * ow */
+  int32_t k_tiles;   /* ceil(k_taps / BK) */
+  int32_t o_tiles;   /* ceil(o / BM): blockIdx.x % o_tiles is the block's channel tile */
+  int32_t relu;
+  int32_t has_residual;
+  /* n / (oh·ow) and n / ow as (umulhi(n, mul) + n) >> shift (the host's fast_divisor). */
+  uint32_t div_mul[2];
+  uint32_t div_shift[2];
+  int32_t reserved;
+} ember_k_conv_igemm_params;
+
+/* ember_nhwc_pack_2: x [n, c, hw] of 2-byte elements -> y [n, hw, cp], channels c..cp-1
+ * zero; cp a multiple of 8, y 16-byte aligned, n · hw · cp within int32. */
+typedef struct ember_k_nhwc_pack_params {
+  uint64_t x;
+  uint64_t y;
+  int64_t n, c, hw, cp;
+} ember_k_nhwc_pack_params;
 
 /* ember_pool2d_<dtype>: MAX_POOL2D, AVG_POOL2D and ADAPTIVE_AVG_POOL2D over NCHW planes,
  * one thread per output element, with the CPU reference executor's windows. */
@@ -403,9 +489,14 @@ EMBER_K_STATIC_ASSERT(sizeof(ember_k_reduce_params) == 48 + 4 * 8 * EMBER_K_MAX_
 EMBER_K_STATIC_ASSERT(sizeof(ember_k_sdpa_params) == 112 + 2 * 8 * EMBER_K_MAX_RANK,
                       "sdpa params layout");
 EMBER_K_STATIC_ASSERT(sizeof(ember_k_sdpa_softmax_params) == 48, "sdpa softmax params layout");
+EMBER_K_STATIC_ASSERT(sizeof(ember_k_sdpa_flash_params) == 32 + 4 * 3 * 8 + 8 * 4,
+                      "sdpa flash params layout");
 EMBER_K_STATIC_ASSERT(sizeof(ember_k_conv2d_params) == 32 + 16 * 8 + 8, "conv2d params layout");
 EMBER_K_STATIC_ASSERT(sizeof(ember_k_im2col_params) == 16 + 15 * 8 + 8 + 2 * 4 * 5,
                       "im2col params layout");
+EMBER_K_STATIC_ASSERT(sizeof(ember_k_conv_igemm_params) == 5 * 8 + 18 * 4 + 4 * 4,
+                      "conv igemm params layout");
+EMBER_K_STATIC_ASSERT(sizeof(ember_k_nhwc_pack_params) == 48, "nhwc pack params layout");
 EMBER_K_STATIC_ASSERT(sizeof(ember_k_pool2d_params) == 16 + 14 * 8 + 16 + 4 * 4,
                       "pool2d params layout");
 EMBER_K_STATIC_ASSERT(sizeof(ember_k_copy_params) == 24, "copy params layout");

@@ -364,6 +364,11 @@ def cases():
 PROGRAM_CASES = ("decoder_block", "convnet_block", "gemv_chain", "dyn_attention", "dyn_mlp")
 PROGRAM_NMSE_SCALE = 10.0
 
+# Cases written in some dtypes only: the encoder-size SDPA ([4, 12, 128, 64]: the
+# encoder's heads and sequence; at its batch of 32 the CPU reference took ~20 s a dtype
+# in a Debug build) in float16, the one that matters on the GPU.
+ONLY_DTYPES = {"sdpa_flash_encoder": ("f16",)}
+
 
 def window_out(size, kernel, stride, pad, dilation=1, ceil_mode=False):
     """Output size of a conv or pool window (plan_verifier.c window_output_size)."""
@@ -611,6 +616,61 @@ def issue5_cases():
         p.op(pw.Op.CONV2D, [x, w, p.const([4], 0.5)], p.out([2, 4, 4, 4]),
              [2, 2, 1, 1, 1, 1, 1])
     yield "conv2d_weight_input", -1.0, 1.0, build_conv_weight_input
+
+    # CONV2D on the implicit-GEMM tensor-core kernel (float16 and bfloat16; float32 keeps
+    # im2col + GEMM): big enough for the executor's 128 output tiles of 128 positions by
+    # 64 or 128 channels, with few channels so the CPU reference stays quick. Positions
+    # that end inside a tile, a second channel tile that is mostly empty (136 channels),
+    # channels padded from 20 to 24, dilation with a rectangular kernel, a strided 1x1
+    # (resnet's downsample); and a stem of 3 channels, which padding to 8 would more than
+    # double: it stays on im2col + GEMM.
+    igemm_convs = [("3x3", [2, 8, 96, 96], 8, 3, 3, (1, 1), (1, 1), (1, 1), True),
+                   ("o136_stride2", [4, 8, 90, 90], 136, 3, 3, (2, 2), (1, 1), (1, 1), True),
+                   ("stem", [3, 3, 160, 160], 8, 7, 7, (2, 2), (3, 3), (1, 1), False),
+                   ("dil_rect", [2, 20, 100, 90], 8, 3, 5, (1, 1), (2, 2), (2, 1), True),
+                   ("1x1_stride2", [8, 16, 96, 96], 16, 1, 1, (2, 2), (0, 0), (1, 1), False)]
+    for name, x_shape, o, kh, kw, stride, pad, dil, bias in igemm_convs:
+        def build(p, x_shape=x_shape, o=o, kh=kh, kw=kw, stride=stride, pad=pad, dil=dil,
+                  bias=bias):
+            x = p.input(x_shape)
+            w = p.const([o, x_shape[1], kh, kw], 0.3)
+            ins = [x, w] + ([p.const([o], 0.5)] if bias else [])
+            oh = window_out(x_shape[2], kh, stride[0], pad[0], dil[0])
+            ow = window_out(x_shape[3], kw, stride[1], pad[1], dil[1])
+            p.op(pw.Op.CONV2D, ins, p.out([x_shape[0], o, oh, ow]),
+                 [stride[0], stride[1], pad[0], pad[1], dil[0], dil[1], 1])
+        yield f"conv2d_igemm_{name}", -1.0, 1.0, build
+
+    # A resnet block on that kernel: conv, RELU, conv, ADD of the block's input, RELU; the
+    # second conv takes the ADD and the RELU into its epilogue.
+    igemm_shape = [2, 8, 96, 96]
+
+    def igemm_conv(p, x, relu_after=False):
+        c = p.op(pw.Op.CONV2D, [x, p.const([8, 8, 3, 3], 0.3), p.const([8], 0.2)],
+                 p.tmp(igemm_shape), [1, 1, 1, 1, 1, 1, 1])
+        return p.op(pw.Op.RELU, [c], p.tmp(igemm_shape)) if relu_after else c
+
+    def build_igemm_block(p):
+        x = p.input(igemm_shape)
+        c = igemm_conv(p, igemm_conv(p, x, relu_after=True))
+        s = p.op(pw.Op.ADD, [c, x], p.tmp(igemm_shape))
+        p.op(pw.Op.RELU, [s], p.out(igemm_shape))
+    yield "conv2d_igemm_block", -1.0, 1.0, build_igemm_block
+
+    # Controls: an ADD that broadcasts (a per-channel constant) and a conv output read
+    # twice keep their ADD as a kernel of its own.
+    def build_igemm_add_bcast(p):
+        x = p.input(igemm_shape)
+        s = p.op(pw.Op.ADD, [igemm_conv(p, x), p.const([1, 8, 1, 1], 0.5)], p.tmp(igemm_shape))
+        p.op(pw.Op.RELU, [s], p.out(igemm_shape))
+    yield "conv2d_igemm_add_bcast", -1.0, 1.0, build_igemm_add_bcast
+
+    def build_igemm_two_readers(p):
+        x = p.input(igemm_shape)
+        c = igemm_conv(p, x)
+        p.op(pw.Op.ADD, [c, x], p.out(igemm_shape))
+        p.op(pw.Op.NEG, [c], p.out(igemm_shape))
+    yield "conv2d_igemm_two_readers", -1.0, 1.0, build_igemm_two_readers
 
     pools = [("max_k3s2p1", pw.Op.MAX_POOL2D, [2, 3, 9, 9], 3, 2, 1, 1, 0, 0, 0),
              ("max_dil2", pw.Op.MAX_POOL2D, [1, 2, 10, 10], 3, 1, 1, 2, 0, 0, 0),
@@ -867,6 +927,133 @@ def bandwidth_cases():
         yield f"sdpa_softmax_{name}", -1.0, 1.0, build
 
 
+def flash_cases():
+    """SDPA on the tensor-core flash kernel (float16 and bfloat16; the float32 variant of
+    each case is a control that must not take it): head dims 64 and 128, L and S that are
+    not multiples of the kernel's 64-row tiles, causal with L = S, L < S and L > S, batch
+    dims of rank 0 to 3, the encoder's size, large scores, NaN and inf; and controls that
+    must not take it (a mask tensor, head dim 80, e != ev). test_cuda_ops.c kFlash counts
+    them. After the other cases, so their seeds stay as they were."""
+    def sdpa(batch, l, s, e, ev=None, causal=False, scale=None, mask=False, log_q=False):
+        ev = e if ev is None else ev
+        def build(p):
+            q = p.input(batch + [l, e])
+            if log_q:  # NaN where an input is negative: some rows of scores hold NaN
+                q = p.op(pw.Op.LOG, [q], p.tmp(batch + [l, e]))
+            ins = [q, p.input(batch + [s, e]), p.input(batch + [s, ev])]
+            if mask:
+                values = [p.rng.uniform(-1.0, 1.0) for _ in range(l * s)]
+                ins.append(p.const_values([l, s], values))
+            sc = scale if scale is not None else 1.0 / math.sqrt(e)
+            p.op(pw.Op.SDPA, ins, p.out(batch + [l, ev]), [int(causal), pw.f64_bits(sc)])
+        return build
+    for name, low, high, build in (
+            ("e64", -1.0, 1.0, sdpa([2, 3], 100, 130, 64)),
+            ("e128", -1.0, 1.0, sdpa([2, 2], 130, 37, 128)),
+            ("one", -1.0, 1.0, sdpa([3], 1, 1, 64)),
+            ("l1_e128", -1.0, 1.0, sdpa([2, 2], 1, 100, 128)),
+            ("causal", -1.0, 1.0, sdpa([1, 4], 130, 130, 64, causal=True)),
+            ("causal_l_lt_s", -1.0, 1.0, sdpa([2, 2], 37, 100, 128, causal=True)),
+            ("causal_l_gt_s", -1.0, 1.0, sdpa([2, 2], 130, 37, 64, causal=True)),
+            ("causal_l_gt_s_e128", -1.0, 1.0, sdpa([1, 3], 100, 64, 128, causal=True)),
+            ("rank2", -1.0, 1.0, sdpa([], 70, 65, 64, scale=-0.2)),
+            ("rank5", -1.0, 1.0, sdpa([2, 1, 3], 20, 30, 64, causal=True, scale=0.3)),
+            ("encoder", -1.0, 1.0, sdpa([4, 12], 128, 128, 64)),
+            ("large", -8.0, 8.0, sdpa([2, 2], 64, 96, 64)),
+            ("large_e128", -30.0, 30.0, sdpa([2], 80, 50, 128, causal=True)),
+            # Beyond float16's range: inf inputs make inf and NaN scores (rows of NaN);
+            # bfloat16 keeps them finite and huge (one key takes all).
+            ("overflow", -90000.0, 90000.0, sdpa([2], 40, 24, 64)),
+            ("nan", -0.01, 4.0, sdpa([2, 2], 50, 70, 64, log_q=True)),
+            # Controls: the GEMM path or the fused kernel.
+            ("mask", -1.0, 1.0, sdpa([2], 20, 30, 64, mask=True)),
+            ("e80", -1.0, 1.0, sdpa([2], 20, 30, 80)),
+            ("ev", -1.0, 1.0, sdpa([2], 20, 30, 64, ev=128))):
+        yield f"sdpa_flash_{name}", low, high, build
+
+
+def fold_cases():
+    """SDPA reading q, k, v and writing y through views of the tensors around it (the
+    layout ops between fold into the flash kernel's strides): the encoder's attention as
+    the lowering writes it (nn.MultiheadAttention: in-projection, a copy into
+    [3, L, B, E], three SLICEs, reshapes and permutes to [B, H, L, hd], y permuted back for
+    the out-projection), a GPT-style [B, L, 3, H, hd] layout whose permute folds too, and
+    controls where a tensor of a chain is read by another op or is a plan output.
+    test_cuda_ops.c kFold says what each must fold."""
+    def encoder(l, b, h, hd, causal=False, mask=False):
+        d = h * hd
+        def build(p):
+            x = p.input([l, b, d])
+            qkv = p.op(pw.Op.LINEAR, [x, p.const([3 * d, d], 0.1), p.const([3 * d], 0.1)],
+                       p.tmp([l, b, 3 * d]), [0])
+            r = p.op(pw.Op.RESHAPE, [qkv], p.tmp([l, b, 3, d]))
+            r = p.op(pw.Op.RESHAPE, [r], p.tmp([1, l, b, 3, d]))
+            t = p.op(pw.Op.PERMUTE, [r], p.tmp([3, l, b, 1, d]), [3, 1, 2, 0, 4])
+            t = p.op(pw.Op.RESHAPE, [t], p.tmp([3, l, b, d]))
+            t = p.op(pw.Op.RESHAPE, [t], p.tmp([3, l, b, d]))  # the clone, a view
+            heads = []
+            for part in range(3):
+                sl = p.op(pw.Op.SLICE, [t], p.tmp([1, l, b, d]), [0, part, 1])
+                sl = p.op(pw.Op.RESHAPE, [sl], p.tmp([l, b, d]))
+                sl = p.op(pw.Op.RESHAPE, [sl], p.tmp([l, b * h, hd]))
+                sl = p.op(pw.Op.PERMUTE, [sl], p.tmp([b * h, l, hd]), [1, 0, 2])
+                heads.append(p.op(pw.Op.RESHAPE, [sl], p.tmp([b, h, l, hd])))
+            if mask:
+                heads.append(p.const_values([l, l], [p.rng.uniform(-1.0, 0.0) for _ in range(l * l)]))
+            att = p.op(pw.Op.SDPA, heads, p.tmp([b, h, l, hd]),
+                       [int(causal), pw.f64_bits(1.0 / math.sqrt(hd))])
+            back = p.op(pw.Op.PERMUTE, [att], p.tmp([l, b, h, hd]), [2, 0, 1, 3])
+            flat = p.op(pw.Op.RESHAPE, [back], p.tmp([l * b, d]))
+            p.op(pw.Op.LINEAR, [flat, p.const([d, d], 0.1), p.const([d], 0.1)], p.out([l * b, d]), [0])
+        return build
+
+    # GPT-style: qkv [B, L, 3D] -> [B, L, 3, H, hd] -> permute [3, B, H, L, hd] -> SLICEs;
+    # y [B, H, L, hd] -> permute [B, L, H, hd] -> [B, L, D]. `variant` adds a control.
+    def gpt(b, l, h, hd, variant=None):
+        d = h * hd
+        def build(p):
+            x = p.input([b, l, d])
+            qkv = p.op(pw.Op.LINEAR, [x, p.const([3 * d, d], 0.1)], p.tmp([b, l, 3 * d]), [0])
+            r = p.op(pw.Op.RESHAPE, [qkv], p.tmp([b, l, 3, h, hd]))
+            t = p.op(pw.Op.PERMUTE, [r], p.tmp([3, b, h, l, hd]), [2, 0, 3, 1, 4])
+            # The memory plan puts this on qkv's bytes (free after the permute, as written):
+            # qkv cannot be the base, the permute stays.
+            busy = p.op(pw.Op.RELU, [x], p.tmp([b, l, d])) if variant == "base_reused" else None
+            heads = []
+            for part in range(3):
+                sl = p.op(pw.Op.SLICE, [t], p.tmp([1, b, h, l, hd]), [0, part, 1])
+                last = variant == "q_output" and part == 0
+                heads.append(p.op(pw.Op.RESHAPE, [sl], p.out([b, h, l, hd]) if last else
+                                  p.tmp([b, h, l, hd])))
+            att = p.op(pw.Op.SDPA, heads, p.tmp([b, h, l, hd]), [1, pw.f64_bits(1.0 / math.sqrt(hd))])
+            if variant == "y_two_readers":
+                p.op(pw.Op.REDUCE_SUM, [att], p.out([b, h, l]), [0b1000, 0])
+            if variant == "q_two_readers":
+                p.op(pw.Op.REDUCE_MAX, [heads[0]], p.out([b, h, l]), [0b1000, 0])
+            if variant == "y_output":
+                p.op(pw.Op.PERMUTE, [att], p.out([b, l, h, hd]), [0, 2, 1, 3])
+                return
+            back = p.op(pw.Op.PERMUTE, [att], p.tmp([b, l, h, hd]), [0, 2, 1, 3])
+            flat = p.op(pw.Op.RESHAPE, [back], p.tmp([b, l, d]))
+            if busy is not None:
+                p.op(pw.Op.ADD, [flat, busy], p.out([b, l, d]))
+                return
+            p.op(pw.Op.LINEAR, [flat, p.const([d, d], 0.1)], p.out([b, l, d]), [0])
+        return build
+
+    for name, build in (
+            ("encoder", encoder(40, 2, 2, 64)),
+            ("encoder_e128_causal", encoder(100, 3, 2, 128, causal=True)),
+            ("encoder_mask", encoder(40, 2, 2, 64, mask=True)),
+            ("gpt", gpt(2, 70, 3, 64)),
+            ("gpt_y_two_readers", gpt(2, 20, 2, 64, "y_two_readers")),
+            ("gpt_q_two_readers", gpt(2, 20, 2, 64, "q_two_readers")),
+            ("gpt_q_output", gpt(2, 20, 2, 64, "q_output")),
+            ("gpt_y_output", gpt(2, 20, 2, 64, "y_output")),
+            ("gpt_base_reused", gpt(2, 20, 2, 64, "base_reused"))):
+        yield f"sdpa_fold_{name}", -1.0, 1.0, build
+
+
 def dynamic_cases():
     """Plans with a dynamic batch: (name, low, high, supported, build(p) -> None). The
     batch is dim 0 of every input (coefficient 1) and of what follows from it."""
@@ -966,9 +1153,12 @@ def main():
     lines = []
     seed = 0
     for name, low, high, build in (list(cases()) + list(issue5_cases()) + list(gemv_cases()) +
-                                   list(bandwidth_cases())):
+                                   list(bandwidth_cases()) + list(flash_cases()) +
+                                   list(fold_cases())):
         for dtype_name, dtype in dtypes:
             seed += 1
+            if dtype_name not in ONLY_DTYPES.get(name, (dtype_name,)):
+                continue
             p = Plan(dtype, seed)
             build(p)
             case = f"{name}_{dtype_name}"

@@ -15,8 +15,9 @@
  *             prints, when destroyed, a per-step report naming 3 runs and the MLP's
  *             LINEAR steps; a program on the CPU executor prints none (the control).
  *   lazy_cublaslt  in a process that has not touched cuBLASLt: a program whose only
- *             LINEAR runs as the gemv kernel runs on CUDA (with a driver) without loading
- *             cuBLASLt, whether or not cuBLASLt is there; the MLP (GEMMs, the control)
+ *             LINEAR runs as the gemv kernel, and one whose only op is an SDPA on the
+ *             flash kernel, run on CUDA (with a driver) without loading cuBLASLt,
+ *             whether or not cuBLASLt is there; the MLP (GEMMs, the control)
  *             loads it, or where it is missing fails naming its first GEMM op and
  *             `pip install nvidia-cublas`. Where it loads, the MLP created a second time
  *             asks the heuristic nothing (every question answered by the process's
@@ -224,6 +225,22 @@ static void check_lazy_cublaslt(const char* dir, const uint8_t* gemm_plan, size_
     run_once(program);
     ember_program_destroy(program);
   }
+  /* An SDPA on the flash kernel is one of Ember's kernels too. */
+  path = test_join(dir, "sdpa_flash_e64_f16", ".plan");
+  size_t flash_size;
+  uint8_t* flash_plan = test_read_file(path, &flash_size);
+  free(path);
+  ember_program* flash = NULL;
+  if (no_driver == NULL && COUNT(CHECK_OK(create(flash_plan, flash_size, EMBER_EXECUTOR_CUDA,
+                                                 &flash)))) {
+    const ember_cuda_executor_info info = info_of(flash);
+    EXPECT(!info.cublaslt && info.gemms == 0 && info.sdpa_flash == 1,
+           "flash-SDPA-only program: cublaslt %d, %u GEMMs, %u flash SDPAs (expected 0, 0, 1)",
+           (int)info.cublaslt, info.gemms, info.sdpa_flash);
+    run_once(flash);
+    ember_program_destroy(flash);
+  }
+  free(flash_plan);
   EXPECT(!ember_cublaslt_library_attempted(), "a program without GEMMs loaded cuBLASLt");
 
   /* The control: the MLP's LINEARs of 16 rows are cuBLASLt GEMMs. */

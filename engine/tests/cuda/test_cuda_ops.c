@@ -287,6 +287,62 @@ static const struct {
     {"convnet_block_", 2, 2}, /* its third conv is depthwise */
 };
 
+/* CONV2D cases on the implicit-GEMM tensor-core kernel in float16 and bfloat16: how many
+ * convs take it, how many run as im2col + GEMM instead (the stem: too few channels), how
+ * many residual ADDs it fuses, and the activations fused in all (its ReLUs, and a binary
+ * kernel's). In float32 every one of those convs runs as im2col + GEMM. */
+static const struct {
+  const char* prefix;
+  uint32_t conv_igemms;
+  uint32_t conv_gemms;
+  uint32_t fused_residuals;
+  uint32_t fused_activations;
+} kIgemm[] = {
+    {"conv2d_igemm_3x3_", 1, 0, 0, 0},         {"conv2d_igemm_o136_stride2_", 1, 0, 0, 0},
+    {"conv2d_igemm_stem_", 0, 1, 0, 0},        {"conv2d_igemm_dil_rect_", 1, 0, 0, 0},
+    {"conv2d_igemm_1x1_stride2_", 1, 0, 0, 0}, {"conv2d_igemm_block_", 2, 0, 1, 2},
+    {"conv2d_igemm_add_bcast_", 1, 0, 0, 1},   {"conv2d_igemm_two_readers_", 1, 0, 0, 0},
+};
+
+static bool ends_with(const char* s, const char* suffix) {
+  const size_t n = strlen(s), m = strlen(suffix);
+  return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+/* SDPA cases: how many of their SDPAs run on the tensor-core flash kernel (float16 or
+ * bfloat16, no mask tensor, e == ev of 64 or 128) rather than as GEMMs or the fused
+ * kernel, and how many layout copies around them fold into its strides (no step). A
+ * case's float32 variant expects 0 and 0 (the flash kernel has no float32 form), so every
+ * row checks both ways. The first matching prefix counts. */
+static const struct {
+  const char* prefix;
+  uint32_t sdpa_flash; /* in the float16 and bfloat16 variants */
+  uint32_t folded_layout_ops;
+} kFlash[] = {
+    {"sdpa_flash_mask_", 0, 0}, /* a mask tensor: the fused kernel */
+    {"sdpa_flash_e80_", 0, 0},  /* head dim 80 */
+    {"sdpa_flash_ev_", 0, 0},   /* e 64, ev 128 */
+    {"sdpa_flash_", 1, 0},      {"sdpa_gpt_", 1, 0},
+    {"sdpa_plain_", 0, 0},      /* head dim 16 */
+    {"sdpa_wide_v_", 0, 0},     {"sdpa_mask_add_", 0, 0},
+    {"sdpa_softmax_", 0, 0},    {"decoder_block_", 0, 0}, /* head dim 8 */
+    /* The encoder's attention: the [3, L, B, E] permute, three SLICEs, three permutes to
+     * [B, H, L, hd], y's permute back. */
+    {"sdpa_fold_encoder_mask_", 0, 0},
+    {"sdpa_fold_encoder_", 1, 8},
+    /* q, k, v are SLICEs of one permute ([3, B, H, L, hd]); y is permuted back. */
+    {"sdpa_fold_gpt_y_two_readers_", 1, 4}, /* y is read by another op: its permute stays */
+    {"sdpa_fold_gpt_y_output_", 1, 4},      /* y's permute writes a plan output: stays */
+    /* q is read by another op, or is a plan output: its SLICE stays, so does the permute
+     * that SLICE reads (k's and v's SLICEs read the permute's output in place). */
+    {"sdpa_fold_gpt_q_two_readers_", 1, 3},
+    {"sdpa_fold_gpt_q_output_", 1, 3},
+    /* A step between the permute and the SDPA writes qkv's bytes: the SLICEs read the
+     * permute's output, which stays. */
+    {"sdpa_fold_gpt_base_reused_", 1, 4},
+    {"sdpa_fold_gpt_", 1, 5},
+};
+
 static size_t g_cases_passed, g_cases_run;
 static ember_cuda_executor_info g_totals;
 static double g_worst_nmse[8];
@@ -314,7 +370,11 @@ static void run_op_case(const char* dir, const char* name, double low, double hi
   g_totals.fused_activations += info.fused_activations;
   g_totals.bias_act_kernels += info.bias_act_kernels;
   g_totals.conv_gemms += info.conv_gemms;
+  g_totals.conv_igemms += info.conv_igemms;
+  g_totals.fused_residuals += info.fused_residuals;
   g_totals.gemv_kernels += info.gemv_kernels;
+  g_totals.sdpa_flash += info.sdpa_flash;
+  g_totals.folded_layout_ops += info.folded_layout_ops;
   for (size_t f = 0; f < sizeof kFusion / sizeof kFusion[0]; ++f) {
     if (strncmp(name, kFusion[f].prefix, strlen(kFusion[f].prefix)) == 0) {
       EXPECT(info.fused_activations == kFusion[f].fused_activations &&
@@ -331,11 +391,41 @@ static void run_op_case(const char* dir, const char* name, double low, double hi
       break;
     }
   }
+  for (size_t f = 0; f < sizeof kFlash / sizeof kFlash[0]; ++f) {
+    if (strncmp(name, kFlash[f].prefix, strlen(kFlash[f].prefix)) == 0) {
+      const bool f32 = ends_with(name, "_f32");
+      const uint32_t flash = f32 ? 0 : kFlash[f].sdpa_flash;
+      const uint32_t folded = f32 ? 0 : kFlash[f].folded_layout_ops;
+      EXPECT(info.sdpa_flash == flash && info.folded_layout_ops == folded,
+             "%s: %u SDPA ran on the flash kernel (%u layout copies folded), expected %u (%u)",
+             name, info.sdpa_flash, info.folded_layout_ops, flash, folded);
+      break;
+    }
+  }
   for (size_t c = 0; c < sizeof kConv / sizeof kConv[0]; ++c) {
     if (strncmp(name, kConv[c].prefix, strlen(kConv[c].prefix)) == 0) {
       EXPECT(info.conv_gemms == kConv[c].conv_gemms && info.conv_gemms_flat == kConv[c].flat,
              "%s: %u CONV2D ran as im2col + GEMM (%u over all images), expected %u (%u)",
              name, info.conv_gemms, info.conv_gemms_flat, kConv[c].conv_gemms, kConv[c].flat);
+    }
+  }
+  for (size_t c = 0; c < sizeof kIgemm / sizeof kIgemm[0]; ++c) {
+    if (strncmp(name, kIgemm[c].prefix, strlen(kIgemm[c].prefix)) != 0) continue;
+    if (ends_with(name, "_f32")) {
+      const uint32_t convs = kIgemm[c].conv_igemms + kIgemm[c].conv_gemms;
+      EXPECT(info.conv_igemms == 0 && info.fused_residuals == 0 && info.conv_gemms == convs,
+             "%s: float32 ran %u CONV2D on the implicit-GEMM kernel and %u as im2col + GEMM, "
+             "expected 0 and %u", name, info.conv_igemms, info.conv_gemms, convs);
+    } else {
+      EXPECT(info.conv_igemms == kIgemm[c].conv_igemms &&
+                 info.conv_gemms == kIgemm[c].conv_gemms &&
+                 info.fused_residuals == kIgemm[c].fused_residuals &&
+                 info.fused_activations == kIgemm[c].fused_activations,
+             "%s: %u CONV2D on the implicit-GEMM kernel (%u im2col + GEMM), %u residuals and "
+             "%u activations fused, expected %u (%u), %u and %u", name, info.conv_igemms,
+             info.conv_gemms, info.fused_residuals, info.fused_activations,
+             kIgemm[c].conv_igemms, kIgemm[c].conv_gemms, kIgemm[c].fused_residuals,
+             kIgemm[c].fused_activations);
     }
   }
   g_rng = hash_name(name);
@@ -915,9 +1005,12 @@ int main(int argc, char** argv) {
          g_worst_nmse[EMBER_DTYPE_FLOAT16], g_worst_nmse[EMBER_DTYPE_BFLOAT16]);
   printf("op cases: %u steps, %u GEMMs, %u biases fused into cuBLASLt epilogues, %u "
          "activations fused (cuBLASLt or gemv), %u bias_act kernels, %u CONV2D as im2col + "
-         "GEMM, %u LINEAR as gemv\n",
+         "GEMM, %u as implicit GEMM (%u residuals fused), %u LINEAR as gemv, %u SDPA on the "
+         "flash kernel (%u layout copies folded)\n",
          g_totals.steps, g_totals.gemms, g_totals.fused_biases, g_totals.fused_activations,
-         g_totals.bias_act_kernels, g_totals.conv_gemms, g_totals.gemv_kernels);
+         g_totals.bias_act_kernels, g_totals.conv_gemms, g_totals.conv_igemms,
+         g_totals.fused_residuals, g_totals.gemv_kernels, g_totals.sdpa_flash,
+         g_totals.folded_layout_ops);
 
   static const char* binding_cases[] = {"mlp_f32", "outputs_f32", "linear_bias_input_f16",
                                         "attention_bf16", "linear_gelu_tanh_out_f32",
@@ -927,7 +1020,8 @@ int main(int argc, char** argv) {
                                         "permute_w16_f16", "permute_inner6_f32",
                                         "permute_bool16_f32", "slice_rows_step2_bf16",
                                         "expand_inner_w_f16", "layer_norm_vec768_f16",
-                                        "layer_norm_block_f32", "pool_max_resnet_bf16"};
+                                        "layer_norm_block_f32", "pool_max_resnet_bf16",
+                                        "sdpa_flash_e64_f16", "sdpa_fold_gpt_bf16"};
   for (size_t i = 0; i < sizeof binding_cases / sizeof binding_cases[0]; ++i) {
     if (strstr(binding_cases[i], filter) != NULL) run_binding_case(dir, binding_cases[i]);
   }
@@ -945,6 +1039,7 @@ int main(int argc, char** argv) {
     time_case(dir, "relu_scalar_f32", 200);
     time_case(dir, "mlp_f16", 200);
     time_case(dir, "sdpa_gpt_f16", 200);
+    time_case(dir, "sdpa_flash_encoder_f16", 200); /* [4, 12, 128, 64] */
     time_case(dir, "decoder_block_f16", 200);
     time_case(dir, "convnet_block_f16", 200);
     char* bench_list = test_join(dir, "bench.txt", "");
