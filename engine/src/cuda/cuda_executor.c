@@ -2198,6 +2198,16 @@ static int64_t conv_igemm_bm(int64_t channels) { return channels <= 64 ? 64 : 12
 
 static uint64_t ceil_div_u64(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
 
+/* The implicit-GEMM kernel's blocks for output y [N, O, OH, OW]: position tiles times
+ * channel tiles (blockIdx.x % channel tiles is a block's channel tile). */
+static uint64_t conv_igemm_channel_tiles(const ember_tensor_desc* y) {
+  return ceil_div_u64((uint64_t)y->dims[1], (uint64_t)conv_igemm_bm(y->dims[1]));
+}
+static uint64_t conv_igemm_tiles(const ember_tensor_desc* y) {
+  const uint64_t positions = (uint64_t)(y->dims[0] * y->dims[2] * y->dims[3]);
+  return ceil_div_u64(positions, EMBER_K_CONV_IGEMM_BN) * conv_igemm_channel_tiles(y);
+}
+
 /* The implicit GEMM's K: the input's channels padded to a multiple of 8 (so 8 channels of
  * a pixel are one 16-byte copy) times the taps; the bias column after it, rows rounded
  * up to a multiple of 8; whole BK tiles to cover it. */
@@ -2241,10 +2251,7 @@ static bool conv_runs_igemm(const ember_plan* plan, const ember_op_desc* op) {
       reach_w >= EMBER_K_CONV_IGEMM_NO_TAP || rows > limit) {
     return false;
   }
-  const uint64_t positions = (uint64_t)(y->dims[0] * y->dims[2] * y->dims[3]);
-  const uint64_t tiles = ceil_div_u64(positions, EMBER_K_CONV_IGEMM_BN) *
-                         ceil_div_u64((uint64_t)y->dims[1], (uint64_t)conv_igemm_bm(y->dims[1]));
-  return tiles >= EMBER_CUDA_CONV_IGEMM_MIN_TILES;
+  return conv_igemm_tiles(y) >= EMBER_CUDA_CONV_IGEMM_MIN_TILES;
 }
 
 /* Entries of a conv's tap table: one per 8 of K, whole BK tiles. */
@@ -2582,15 +2589,14 @@ static void build_conv2d_igemm(ember_cuda_executor* executor, uint32_t i, uint32
   p.k_stride = (int32_t)conv_igemm_k_stride(w);
   p.positions = (int32_t)(y->dims[0] * y->dims[2] * y->dims[3]);
   p.k_tiles = (int32_t)conv_igemm_k_tiles(w);
-  p.o_tiles = (int32_t)ceil_div_u64((uint64_t)p.o, (uint64_t)conv_igemm_bm(p.o));
+  p.o_tiles = (int32_t)conv_igemm_channel_tiles(y);
   p.relu = relu;
   p.has_residual = residual != EMBER_PLAN_NO_INDEX;
   fast_divisor((uint64_t)(p.oh * p.ow), &p.div_mul[0], &p.div_shift[0]);
   fast_divisor((uint64_t)p.ow, &p.div_mul[1], &p.div_shift[1]);
-  const uint64_t tiles = ceil_div_u64((uint64_t)p.positions, EMBER_K_CONV_IGEMM_BN) * (uint64_t)p.o_tiles;
   ember_cuda_step* step = add_kernel_step(
       executor, i, EMBER_CUDA_KERNEL_CONV_IGEMM + ember_cuda_half_index(y->dtype),
-      (unsigned int)tiles, &p, sizeof p);
+      (unsigned int)conv_igemm_tiles(y), &p, sizeof p);
   step->shared_bytes = EMBER_K_CONV_IGEMM_SMEM_BYTES((unsigned int)conv_igemm_bm(p.o));
   if (p.has_residual) add_ref(executor, step, residual, offsetof(ember_k_conv_igemm_params, residual));
   add_ref(executor, step, y_index, offsetof(ember_k_conv_igemm_params, y));
