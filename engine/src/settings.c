@@ -24,6 +24,7 @@ static void read_flag(const char* name, bool* value) {
 static void settings_read(void) {
   settings.executor = EMBER_EXECUTOR_AUTO;
   settings.cuda_graphs = true;
+  settings.cuda_wgmma = true;
   const char* executor = getenv("EMBER_EXECUTOR");
   if (executor != NULL && executor[0] != '\0') {
     if (strcmp(executor, "cpu") == 0) {
@@ -42,6 +43,7 @@ static void settings_read(void) {
     }
   }
   read_flag("EMBER_CUDA_GRAPHS", &settings.cuda_graphs);
+  read_flag("EMBER_CUDA_WGMMA", &settings.cuda_wgmma);
   read_flag("EMBER_CUDA_PROFILE", &settings.cuda_profile);
 }
 

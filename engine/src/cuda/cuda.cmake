@@ -38,6 +38,10 @@ option(EMBER_CUDA "Build the CUDA executor (needs nvcc and cuda.h at build time 
 set(EMBER_CUDA_ARCHS
     "-gencode=arch=compute_80,code=sm_80;-gencode=arch=compute_90,code=sm_90;-gencode=arch=compute_90,code=compute_90"
     CACHE STRING "nvcc -gencode options for Ember's kernels")
+# Kernels on instructions of one target only (wgmma: sm_90a), in modules that a GPU of
+# another compute capability does not load (cuda_kernels.c).
+set(EMBER_CUDA_SM90A_ARCHS "-gencode=arch=compute_90a,code=sm_90a"
+    CACHE STRING "nvcc -gencode options for Ember's Hopper-only kernels")
 option(EMBER_CUDA_LINEINFO "Compile Ember's kernels with -lineinfo" OFF)
 option(EMBER_CUDA_WERROR "Treat nvcc and host-compiler warnings in kernels as errors" ON)
 
@@ -57,7 +61,7 @@ set(_ember_kernel_dir "${_ember_cuda_dir}/kernels")
 set(_ember_fatbin_dir "${CMAKE_CURRENT_BINARY_DIR}/ember_fatbins")
 file(MAKE_DIRECTORY "${_ember_fatbin_dir}")
 
-set(_ember_nvcc_flags -std=c++17 -O3 ${EMBER_CUDA_ARCHS})
+set(_ember_nvcc_flags -std=c++17 -O3)
 if(EMBER_CUDA_WERROR)
   list(APPEND _ember_nvcc_flags -Werror all-warnings -Xcompiler=-Wall,-Wextra,-Werror)
 endif()
@@ -67,18 +71,25 @@ endif()
 
 # One module per .cu file; the names must match EMBER_CUDA_FATBINS in cuda_kernels.c.
 set(_ember_kernel_names elementwise binary softmax layer_norm layout select_cast embedding reduce
-    attention conv_pool gemv conv_igemm)
+    attention conv_pool gemv conv_igemm conv_wgmma)
+set(_ember_sm90a_kernel_names conv_wgmma)
 set(_ember_kernel_headers "${_ember_kernel_dir}/kernel_common.cuh"
     "${_ember_kernel_dir}/tensor_core.cuh"
+    "${_ember_kernel_dir}/conv_igemm_tile.cuh"
     "${_ember_cuda_dir}/kernel_params.h")
 set(_ember_fatbin_sources "")
 foreach(name IN LISTS _ember_kernel_names)
   set(cu "${_ember_kernel_dir}/${name}.cu")
   set(fatbin "${_ember_fatbin_dir}/${name}.fatbin")
   set(c_file "${_ember_fatbin_dir}/${name}_fatbin.c")
+  if(name IN_LIST _ember_sm90a_kernel_names)
+    set(archs ${EMBER_CUDA_SM90A_ARCHS})
+  else()
+    set(archs ${EMBER_CUDA_ARCHS})
+  endif()
   add_custom_command(
     OUTPUT "${fatbin}"
-    COMMAND "${EMBER_NVCC}" -fatbin ${_ember_nvcc_flags} -o "${fatbin}" "${cu}"
+    COMMAND "${EMBER_NVCC}" -fatbin ${_ember_nvcc_flags} ${archs} -o "${fatbin}" "${cu}"
     DEPENDS "${cu}" ${_ember_kernel_headers}
     COMMENT "nvcc: Ember kernels ${name}.cu -> ${name}.fatbin"
     VERBATIM)

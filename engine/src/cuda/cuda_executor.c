@@ -103,8 +103,15 @@ typedef struct ember_cuda_executor {
    * (resnet's residual) into its epilogue. */
   uint64_t* conv_table_offset;
   bool* conv_residual;
+  /* Per tensor: stored channels last ([N, H, W, C], what the implicit-GEMM kernel reads)
+   * rather than NCHW: written by such a conv and read only by such convs, as input or
+   * fused residual (plan_channels_last). */
+  bool* channels_last;
+  uint32_t channels_last_tensors;
+  uint32_t conv_packs; /* NCHW -> channels-last copies before those convs */
   CUdeviceptr conv_packed; /* the input of such a conv, channels last (the largest any needs) */
   uint32_t conv_igemms;
+  uint32_t conv_wgmmas; /* of those, on the wgmma kernel */
   uint32_t conv_residuals;
   /* The product [O, N·OH·OW] of a CONV2D that runs as one GEMM over all its images, before
    * it is moved into NCHW (the largest any such conv needs; 0 if none does). */
@@ -581,7 +588,7 @@ static bool can_fuse_activation(const ember_plan* plan, uint32_t i, const uint32
   return x->dims[x->rank - 1] != 0;
 }
 
-static bool conv_runs_igemm(const ember_plan* plan, const ember_op_desc* op);
+static bool executor_conv_runs_igemm(const ember_cuda_executor* executor, const ember_op_desc* op);
 
 /* Whether CONV2D op i takes the ADD after it into the implicit-GEMM kernel's epilogue (a
  * resnet block's residual): the conv runs on that kernel, its output is read only by the
@@ -589,11 +596,11 @@ static bool conv_runs_igemm(const ember_plan* plan, const ember_op_desc* op);
 static bool can_fuse_residual(const ember_cuda_executor* executor, uint32_t i,
                               const uint32_t* readers) {
   const ember_plan* plan = executor->plan;
-  if (i + 1 >= plan->num_ops || !executor->kernels.conv_igemm) return false;
+  if (i + 1 >= plan->num_ops) return false;
   const ember_op_desc* op = &plan->ops[i];
   const ember_op_desc* next = &plan->ops[i + 1];
   if (op->opcode != EMBER_OP_CONV2D || next->opcode != EMBER_OP_ADD || next->num_inputs != 2 ||
-      !conv_runs_igemm(plan, op)) {
+      !executor_conv_runs_igemm(executor, op)) {
     return false;
   }
   const uint32_t t = ember_plan_op_output(plan, op, 0);
@@ -618,6 +625,80 @@ static uint32_t residual_input(const ember_plan* plan, uint32_t conv) {
   const uint32_t t = ember_plan_op_output(plan, &plan->ops[conv], 0);
   const uint32_t a = ember_plan_op_input(plan, add, 0);
   return a == t ? ember_plan_op_input(plan, add, 1) : a;
+}
+
+/* The op whose output CONV2D op i writes: itself, or the residual ADD and the RELU it
+ * takes (conv_residual, fuse_next). */
+static uint32_t conv_last_fused(const ember_cuda_executor* executor, uint32_t i) {
+  uint32_t last = executor->conv_residual[i] ? i + 1 : i;
+  if (executor->fuse_next[last]) ++last;
+  return last;
+}
+
+/* Decides which tensors stay channels last between implicit-GEMM convs, so that the conv
+ * that reads one needs no pack (resnet18 at batch 64 packed 19 inputs, ~200 us): tensor t
+ * qualifies when such a conv writes it (after what it fuses), every op that reads it is
+ * such a conv reading it as input, or the ADD such a conv fuses, reading it as residual,
+ * it is an intermediate of 4 dims whose channels are a multiple of 8 (so channels last
+ * takes the same bytes as NCHW) at a 16-byte aligned offset, and, when it shares bytes with the residual of the conv
+ * that writes it (each element is read where it is then written), both are in the same
+ * layout. Runs after plan_fusions. */
+static ember_status* plan_channels_last(ember_cuda_executor* executor) {
+  const ember_plan* plan = executor->plan;
+  executor->channels_last = calloc(plan->num_tensors, sizeof(bool));
+  bool* read_otherwise = calloc(plan->num_tensors, sizeof(bool));
+  if (executor->channels_last == NULL || read_otherwise == NULL) {
+    free(read_otherwise);
+    return ember_status_make(EMBER_OUT_OF_MEMORY, "cuda executor: out of memory");
+  }
+  for (uint32_t i = 0; i < plan->num_ops; ++i) {
+    const ember_op_desc* op = &plan->ops[i];
+    const bool igemm = op->opcode == EMBER_OP_CONV2D && executor_conv_runs_igemm(executor, op);
+    if (igemm) {
+      const uint32_t last = conv_last_fused(executor, i);
+      const ember_tensor_desc* y = ember_plan_op_output_tensor(plan, &plan->ops[last], 0);
+      if (y->storage == EMBER_STORAGE_INTERMEDIATE && y->rank == 4 && y->dims[1] % 8 == 0 &&
+          y->data_offset % 16 == 0) { /* the kernels move 8 channels as 16 aligned bytes */
+        executor->channels_last[ember_plan_op_output(plan, &plan->ops[last], 0)] = true;
+      }
+      /* What the conv and the ops it fuses read: its input, the residual; not its weights,
+       * nor its own output (which the fused ADD reads and nothing stores). */
+      for (uint32_t k = 1; k < op->num_inputs; ++k) {
+        read_otherwise[ember_plan_op_input(plan, op, k)] = true;
+      }
+      i = last;
+      continue;
+    }
+    for (uint32_t k = 0; k < op->num_inputs; ++k) read_otherwise[ember_plan_op_input(plan, op, k)] = true;
+  }
+  for (uint32_t t = 0; t < plan->num_tensors; ++t) {
+    if (read_otherwise[t]) executor->channels_last[t] = false;
+  }
+  free(read_otherwise);
+  /* A conv whose output shares its residual's bytes needs both in one layout: drop the
+   * one that is channels last until none differs (dropping is always allowed). */
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (uint32_t i = 0; i < plan->num_ops; ++i) {
+      if (plan->ops[i].opcode != EMBER_OP_CONV2D || !executor->conv_residual[i]) continue;
+      const uint32_t y = ember_plan_op_output(plan, &plan->ops[conv_last_fused(executor, i)], 0);
+      const uint32_t r = residual_input(plan, i);
+      const ember_tensor_desc* yd = &plan->tensors[y];
+      const ember_tensor_desc* rd = &plan->tensors[r];
+      const bool shared = yd->storage == EMBER_STORAGE_INTERMEDIATE &&
+                          rd->storage == EMBER_STORAGE_INTERMEDIATE &&
+                          executor->relocated[y] == UINT64_MAX &&
+                          ember_ranges_overlap(yd->data_offset, yd->nbytes, rd->data_offset, rd->nbytes);
+      if (shared && executor->channels_last[y] != executor->channels_last[r]) {
+        executor->channels_last[y] = executor->channels_last[r] = false;
+        changed = true;
+      }
+    }
+  }
+  for (uint32_t t = 0; t < plan->num_tensors; ++t) {
+    if (executor->channels_last[t]) ++executor->channels_last_tensors;
+  }
+  return NULL;
 }
 
 /* Decides, before memory is allocated, which GEMMs take the next op into their epilogue
@@ -2187,10 +2268,13 @@ static bool conv_gemm_sizes(const ember_plan* plan, const ember_op_desc* op,
 
 /* Output tiles below which a conv keeps im2col + cuBLASLt GEMM rather than the
  * implicit-GEMM kernel: that kernel has no split over K, so a grid of fewer tiles than
- * the GPU has SMs (resnet18 at batch 1; its layer4 at batch 64) leaves SMs idle, where
- * cuBLASLt splits. A fixed count, not the device's, so that whether a plan needs cuBLASLt
- * is known before a device is opened (plan_needs_cublaslt). */
+ * the GPU has SMs (resnet18 at batch 1) leaves SMs idle, where cuBLASLt splits. Fixed
+ * counts, not the device's, so that whether a plan needs cuBLASLt is known before a
+ * device is opened (plan_needs_cublaslt takes the larger: a superset). The wgmma kernel
+ * finishes a tile in about half the time, so half a wave of it (resnet18's layer4 at
+ * batch 64: 100 tiles) still beats im2col + GEMM. */
 #define EMBER_CUDA_CONV_IGEMM_MIN_TILES 128u
+#define EMBER_CUDA_CONV_WGMMA_MIN_TILES 64u
 
 /* The implicit-GEMM kernel's channel tile: 64 rows for convs of at most 64 output
  * channels (resnet's first stage), else 128 (conv_igemm.cu picks the same). */
@@ -2227,7 +2311,7 @@ static int64_t conv_igemm_k_tiles(const ember_tensor_desc* w) {
  * int32, tap offsets that fit the table's 16-bit fields with room for its
  * EMBER_K_CONV_IGEMM_NO_TAP marker, few padded channels, and enough output tiles to fill
  * the GPU. */
-static bool conv_runs_igemm(const ember_plan* plan, const ember_op_desc* op) {
+static bool conv_runs_igemm(const ember_plan* plan, const ember_op_desc* op, uint64_t min_tiles) {
   if (!conv_takes_gemm(plan, op)) return false; /* no im2col buffer: its bound is not ours */
   const ember_tensor_desc* x = ember_plan_op_input_tensor(plan, op, 0);
   const ember_tensor_desc* w = ember_plan_op_input_tensor(plan, op, 1);
@@ -2251,7 +2335,21 @@ static bool conv_runs_igemm(const ember_plan* plan, const ember_op_desc* op) {
       reach_w >= EMBER_K_CONV_IGEMM_NO_TAP || rows > limit) {
     return false;
   }
-  return conv_igemm_tiles(y) >= EMBER_CUDA_CONV_IGEMM_MIN_TILES;
+  return conv_igemm_tiles(y) >= min_tiles;
+}
+
+/* Whether this executor runs the implicit-GEMM convs on the wgmma kernel (compute
+ * capability 9.0, unless EMBER_CUDA_WGMMA=0). */
+static bool uses_conv_wgmma(const ember_cuda_executor* executor) {
+  return executor->kernels.conv_wgmma && ember_settings_get()->cuda_wgmma;
+}
+
+/* Whether CONV2D op runs on an implicit-GEMM kernel on this executor's GPU. */
+static bool executor_conv_runs_igemm(const ember_cuda_executor* executor, const ember_op_desc* op) {
+  return executor->kernels.conv_igemm &&
+         conv_runs_igemm(executor->plan, op,
+                         uses_conv_wgmma(executor) ? EMBER_CUDA_CONV_WGMMA_MIN_TILES
+                                                   : EMBER_CUDA_CONV_IGEMM_MIN_TILES);
 }
 
 /* Entries of a conv's tap table: one per 8 of K, whole BK tiles. */
@@ -2325,7 +2423,7 @@ static ember_status* prepare_conv_gemms(ember_cuda_executor* executor) {
     executor->conv_table_offset[i] = UINT64_MAX;
     uint64_t col = 0, weight = 0, flat = 0, aligned, table = 0;
     if (plan->ops[i].opcode != EMBER_OP_CONV2D) continue;
-    const bool igemm = executor->kernels.conv_igemm && conv_runs_igemm(plan, &plan->ops[i]);
+    const bool igemm = executor_conv_runs_igemm(executor, &plan->ops[i]);
     if (!igemm && !conv_gemm_sizes(plan, &plan->ops[i], &col, &weight, &flat)) continue;
     /* The implicit GEMM needs no col or product buffer: its own weight layout, its tap
      * table (an int2 per 8 of K) after them, and room for the packed input. */
@@ -2564,22 +2662,31 @@ static void build_conv2d_igemm(ember_cuda_executor* executor, uint32_t i, uint32
   const ember_tensor_desc* x = ember_plan_op_input_tensor(plan, op, 0);
   const ember_tensor_desc* w = ember_plan_op_input_tensor(plan, op, 1);
   const ember_tensor_desc* y = &plan->tensors[y_index];
-  ember_k_nhwc_pack_params pack = {0};
-  pack.y = executor->conv_packed; /* not a tensor: never patched */
-  pack.n = x->dims[0], pack.c = x->dims[1], pack.hw = x->dims[2] * x->dims[3];
-  pack.cp = conv_packed_channels(x->dims[1]);
-  ember_cuda_step* packing = add_kernel_step(
-      executor, i, EMBER_CUDA_KERNEL_NHWC_PACK_2,
-      grid_for_rows(executor, (uint64_t)pack.n * ceil_div_u64((uint64_t)pack.hw, 64u) *
-                                  ceil_div_u64((uint64_t)pack.cp, 64u)),
-      &pack, sizeof pack);
-  add_ref(executor, packing, ember_plan_op_input(plan, op, 0), offsetof(ember_k_nhwc_pack_params, x));
+  const uint32_t x_index = ember_plan_op_input(plan, op, 0);
+  const bool x_channels_last = executor->channels_last[x_index];
+  if (!x_channels_last) {
+    ember_k_nhwc_pack_params pack = {0};
+    pack.y = executor->conv_packed; /* not a tensor: never patched */
+    pack.n = x->dims[0], pack.c = x->dims[1], pack.hw = x->dims[2] * x->dims[3];
+    pack.cp = conv_packed_channels(x->dims[1]);
+    ember_cuda_step* packing = add_kernel_step(
+        executor, i, EMBER_CUDA_KERNEL_NHWC_PACK_2,
+        grid_for_rows(executor, (uint64_t)pack.n * ceil_div_u64((uint64_t)pack.hw, 64u) *
+                                    ceil_div_u64((uint64_t)pack.cp, 64u)),
+        &pack, sizeof pack);
+    add_ref(executor, packing, x_index, offsetof(ember_k_nhwc_pack_params, x));
+    ++executor->conv_packs;
+  }
 
   ember_k_conv_igemm_params p = {0};
-  p.x = executor->conv_packed; /* not tensors: never patched */
+  p.x = x_channels_last ? 0 : executor->conv_packed; /* the buffer is not a tensor: never patched */
+  p.layout = (executor->channels_last[y_index] ? EMBER_K_CONV_IGEMM_Y_CHANNELS_LAST : 0) |
+             (residual != EMBER_PLAN_NO_INDEX && executor->channels_last[residual]
+                  ? EMBER_K_CONV_IGEMM_RESIDUAL_CHANNELS_LAST
+                  : 0);
   p.w = executor->conv_weights + executor->conv_weight_offset[i];
   p.table = executor->conv_weights + executor->conv_table_offset[i];
-  p.c = (int32_t)pack.cp, p.h = (int32_t)x->dims[2], p.w_in = (int32_t)x->dims[3];
+  p.c = (int32_t)conv_packed_channels(x->dims[1]), p.h = (int32_t)x->dims[2], p.w_in = (int32_t)x->dims[3];
   p.o = (int32_t)y->dims[1], p.oh = (int32_t)y->dims[2], p.ow = (int32_t)y->dims[3];
   p.stride_h = (int32_t)ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_STRIDE_H);
   p.stride_w = (int32_t)ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_STRIDE_W);
@@ -2594,13 +2701,19 @@ static void build_conv2d_igemm(ember_cuda_executor* executor, uint32_t i, uint32
   p.has_residual = residual != EMBER_PLAN_NO_INDEX;
   fast_divisor((uint64_t)(p.oh * p.ow), &p.div_mul[0], &p.div_shift[0]);
   fast_divisor((uint64_t)p.ow, &p.div_mul[1], &p.div_shift[1]);
-  ember_cuda_step* step = add_kernel_step(
-      executor, i, EMBER_CUDA_KERNEL_CONV_IGEMM + ember_cuda_half_index(y->dtype),
-      (unsigned int)conv_igemm_tiles(y), &p, sizeof p);
-  step->shared_bytes = EMBER_K_CONV_IGEMM_SMEM_BYTES((unsigned int)conv_igemm_bm(p.o));
+  const bool wgmma = uses_conv_wgmma(executor);
+  const unsigned int bm = (unsigned int)conv_igemm_bm(p.o);
+  const uint32_t kernel = !wgmma ? EMBER_CUDA_KERNEL_CONV_IGEMM
+                     : bm == 64 ? EMBER_CUDA_KERNEL_CONV_WGMMA_64
+                                : EMBER_CUDA_KERNEL_CONV_WGMMA_128;
+  ember_cuda_step* step = add_kernel_step(executor, i, kernel + ember_cuda_half_index(y->dtype),
+                                          (unsigned int)conv_igemm_tiles(y), &p, sizeof p);
+  step->shared_bytes = wgmma ? EMBER_K_CONV_WGMMA_SMEM_BYTES(bm) : EMBER_K_CONV_IGEMM_SMEM_BYTES(bm);
+  if (x_channels_last) add_ref(executor, step, x_index, offsetof(ember_k_conv_igemm_params, x));
   if (p.has_residual) add_ref(executor, step, residual, offsetof(ember_k_conv_igemm_params, residual));
   add_ref(executor, step, y_index, offsetof(ember_k_conv_igemm_params, y));
   ++executor->conv_igemms;
+  if (wgmma) ++executor->conv_wgmmas;
   if (p.has_residual) ++executor->conv_residuals;
 }
 
@@ -2821,12 +2934,12 @@ static ember_status* build_steps(ember_cuda_executor* executor, size_t* out_work
       case EMBER_OP_SDPA: status = build_sdpa(executor, i, out_workspace); break;
       case EMBER_OP_CONV2D: {
         /* The ops it takes: the RELU after it, or the residual ADD and the RELU after that. */
-        uint32_t last = i, relu_op = EMBER_PLAN_NO_INDEX, residual = EMBER_PLAN_NO_INDEX;
-        if (executor->conv_residual[i]) {
-          residual = residual_input(plan, i);
-          last = i + 1;
-        }
-        if (executor->fuse_next[last]) relu_op = ++last;
+        const uint32_t last = conv_last_fused(executor, i);
+        const uint32_t residual = executor->conv_residual[i] ? residual_input(plan, i)
+                                                             : EMBER_PLAN_NO_INDEX;
+        const uint32_t relu_op = executor->fuse_next[executor->conv_residual[i] ? i + 1 : i]
+                                     ? last
+                                     : EMBER_PLAN_NO_INDEX;
         status = build_conv2d(executor, i, ember_plan_op_output(plan, &plan->ops[last], 0),
                               relu_op, residual, out_workspace);
         if (status == NULL) i = last;
@@ -3334,7 +3447,7 @@ static bool plan_needs_cublaslt(const ember_plan* plan, uint32_t* out_op) {
         (op->opcode == EMBER_OP_LINEAR && !linear_takes_gemv(plan, op)) ||
         (op->opcode == EMBER_OP_SDPA && !sdpa_takes_flash(plan, op, &shape) &&
          sdpa_gemm_sizes(plan, op, &a, &b)) ||
-        (op->opcode == EMBER_OP_CONV2D && !conv_runs_igemm(plan, op) &&
+        (op->opcode == EMBER_OP_CONV2D && !conv_runs_igemm(plan, op, EMBER_CUDA_CONV_IGEMM_MIN_TILES) &&
          conv_gemm_sizes(plan, op, &a, &b, &c));
     if (needs) {
       *out_op = i;
@@ -3392,6 +3505,7 @@ static void cuda_executor_destroy(ember_executor* base) {
   free(executor->conv_weight_offset);
   free(executor->conv_table_offset);
   free(executor->conv_residual);
+  free(executor->channels_last);
   free(executor->fuse_next);
   free(executor->relocated);
   free(executor->folded);
@@ -3527,6 +3641,7 @@ static ember_status* prepare_in_context(ember_cuda_executor* executor) {
   ember_cuda_init_timer_mark(timer, "cublasLtCreate (if GEMMs)");
   uint64_t extra_arena;
   EMBER_RETURN_IF_ERROR(plan_fusions(executor, &extra_arena));
+  EMBER_RETURN_IF_ERROR(plan_channels_last(executor));
   EMBER_RETURN_IF_ERROR(plan_sdpa_folds(executor, &extra_arena));
   EMBER_RETURN_IF_ERROR(allocate_memory(executor, extra_arena));
   EMBER_RETURN_IF_ERROR(allocate_embedding_error(executor));
@@ -3628,6 +3743,10 @@ void ember_cuda_executor_get_info(const ember_executor* base,
   }
   out_info->relocated_tensors = executor->relocations;
   out_info->conv_igemms = executor->conv_igemms;
+  out_info->conv_wgmmas = executor->conv_wgmmas;
+  out_info->conv_packs = executor->conv_packs;
+  out_info->channels_last_tensors = executor->channels_last_tensors;
+  out_info->conv_wgmma = uses_conv_wgmma(executor);
   out_info->fused_residuals = executor->conv_residuals;
   for (uint32_t s = 0; s < executor->num_steps; ++s) {
     const ember_cuda_step* step = &executor->steps[s];

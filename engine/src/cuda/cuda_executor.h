@@ -40,7 +40,12 @@ typedef struct ember_cuda_executor_info {
   uint32_t conv_gemms;           /* CONV2D ops run as im2col + GEMM (the rest: direct) */
   uint32_t conv_gemms_flat;      /* of those, run as one GEMM over all images */
   uint32_t conv_igemms;          /* CONV2D ops run as the implicit-GEMM tensor-core kernel */
+  uint32_t conv_wgmmas;          /* of those, on its wgmma (Hopper) variant */
+  bool conv_wgmma;               /* this executor takes that variant (compute capability 9.0,
+                                    EMBER_CUDA_WGMMA not 0) */
   uint32_t fused_residuals;      /* ADDs of a conv's output and a residual done by that kernel */
+  uint32_t conv_packs;           /* NCHW -> channels-last copies of those convs' inputs */
+  uint32_t channels_last_tensors; /* tensors kept channels last between them: no copy */
   uint32_t gemv_kernels;         /* LINEAR ops of few rows run as the gemv kernel, not cuBLASLt */
   uint32_t sdpa_flash;           /* SDPA ops run as the tensor-core flash kernel */
   uint32_t folded_layout_ops;    /* layout copies (PERMUTE, SLICE, RESHAPE) around those SDPAs

@@ -19,7 +19,8 @@
   X(attention)                \
   X(conv_pool)                \
   X(gemv)                     \
-  X(conv_igemm)
+  X(conv_igemm)               \
+  X(conv_wgmma)
 
 #define EMBER_CUDA_FATBIN_DECLARE(name)                 \
   extern const unsigned char ember_fatbin_##name[];     \
@@ -43,6 +44,10 @@ static const struct {
     EMBER_CUDA_FATBINS(EMBER_CUDA_FATBIN_ENTRY)
 #undef EMBER_CUDA_FATBIN_ENTRY
 };
+
+/* Built for sm_90a alone (cuda.cmake's EMBER_CUDA_SM90A_ARCHS): other GPUs have no code in
+ * it, and run what it holds on the other kernels. */
+static bool module_is_optional(int m) { return m == EMBER_CUDA_MODULE_conv_wgmma; }
 
 #define PER_DTYPE(id, module, stem)                   \
   {id + 0, EMBER_CUDA_MODULE_##module, stem "_f32"},  \
@@ -88,6 +93,8 @@ static const struct {
     PER_HALF(EMBER_CUDA_KERNEL_SDPA_FLASH, attention, "ember_sdpa_flash"),
     PER_HALF(EMBER_CUDA_KERNEL_CONV_IGEMM, conv_igemm, "ember_conv_igemm"),
     {EMBER_CUDA_KERNEL_NHWC_PACK_2, EMBER_CUDA_MODULE_conv_igemm, "ember_nhwc_pack_2"},
+    PER_HALF(EMBER_CUDA_KERNEL_CONV_WGMMA_64, conv_wgmma, "ember_conv_wgmma64"),
+    PER_HALF(EMBER_CUDA_KERNEL_CONV_WGMMA_128, conv_wgmma, "ember_conv_wgmma128"),
 };
 #undef PER_DTYPE
 #undef PER_HALF
@@ -100,6 +107,10 @@ ember_status* ember_cuda_kernels_load(const ember_cuda_driver* driver,
   char call[128];
   for (int m = 0; m < EMBER_CUDA_MODULE_COUNT && status == NULL; ++m) {
     CUresult result = driver->cuModuleLoadData(&out_kernels->modules[m], fatbins[m].image);
+    if (result == CUDA_ERROR_NO_BINARY_FOR_GPU && module_is_optional(m)) {
+      out_kernels->modules[m] = NULL;
+      continue;
+    }
     if (result != CUDA_SUCCESS) {
       out_kernels->modules[m] = NULL;
       snprintf(call, sizeof call, "cuModuleLoadData(%s kernels; built for sm_80, sm_90 and "
@@ -109,6 +120,7 @@ ember_status* ember_cuda_kernels_load(const ember_cuda_driver* driver,
   }
   for (int k = 0; k < EMBER_CUDA_KERNEL_COUNT && status == NULL; ++k) {
     const int id = kernel_names[k].id;
+    if (out_kernels->modules[kernel_names[k].module] == NULL) continue; /* optional, absent */
     CUresult result = driver->cuModuleGetFunction(
         &out_kernels->functions[id], out_kernels->modules[kernel_names[k].module],
         kernel_names[k].name);
@@ -126,6 +138,15 @@ ember_status* ember_cuda_kernels_load(const ember_cuda_driver* driver,
                                    CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                    EMBER_K_CONV_IGEMM_SMEM_BYTES(128)) != CUDA_SUCCESS) {
       out_kernels->conv_igemm = false;
+    }
+  }
+  out_kernels->conv_wgmma = out_kernels->conv_igemm &&
+                            out_kernels->modules[EMBER_CUDA_MODULE_conv_wgmma] != NULL;
+  for (uint32_t k = 0; k < 4 && out_kernels->conv_wgmma; ++k) {
+    if (driver->cuFuncSetAttribute(out_kernels->functions[EMBER_CUDA_KERNEL_CONV_WGMMA_64 + k],
+                                   CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                   EMBER_K_CONV_WGMMA_SMEM_BYTES(k < 2 ? 64 : 128)) != CUDA_SUCCESS) {
+      out_kernels->conv_wgmma = false;
     }
   }
   if (status != NULL) ember_cuda_kernels_unload(driver, out_kernels);

@@ -329,8 +329,8 @@ typedef struct ember_k_im2col_params {
  * k_tiles · BK / 8 int2 entries, one per 8 consecutive k: the element offset of those 8
  * channels from a window's first pixel, (kh·dil_h · W + kw·dil_w) · c + c0, and
  * (kh·dil_h) << 16 | (kw·dil_w & 0xffff); entries past k_taps have a row offset of
- * EMBER_K_CONV_IGEMM_NO_TAP (always outside x), so they read zeros. y is NCHW; residual
- * (has_residual), same shape, is added before the ReLU. The channel tile BM is 64 when
+ * EMBER_K_CONV_IGEMM_NO_TAP (always outside x), so they read zeros. y is NCHW or channels
+ * last (layout); residual (has_residual), same shape, is added before the ReLU. The channel tile BM is 64 when
  * o <= 64, else 128. All element offsets fit int32 (the host checks). */
 #define EMBER_K_CONV_IGEMM_BK 64
 #define EMBER_K_CONV_IGEMM_BN 128
@@ -340,6 +340,17 @@ typedef struct ember_k_im2col_params {
 #define EMBER_K_CONV_IGEMM_SMEM_BYTES(bm) \
   (EMBER_K_CONV_IGEMM_STAGES * ((bm) + EMBER_K_CONV_IGEMM_BN) * (EMBER_K_CONV_IGEMM_BK + 8) * 2)
 #define EMBER_K_CONV_IGEMM_NO_TAP 0x4000
+/* y, and the residual, stored [N, OH, OW, O] (o a multiple of 8, 16-byte aligned): the
+ * layout x has, so that a conv's output feeds the next conv with no pack. */
+#define EMBER_K_CONV_IGEMM_Y_CHANNELS_LAST 1
+#define EMBER_K_CONV_IGEMM_RESIDUAL_CHANNELS_LAST 2
+/* ember_conv_wgmma<bm>_<f16|bf16> (conv_wgmma.cu, sm_90a; bm 64 for o <= 64, else 128):
+ * the same parameters on Hopper's wgmma. Its dynamic shared memory: a ring of 3 stages,
+ * each BN + bm rows of BK elements, and 1 KB to align it to the swizzle's 1024 bytes
+ * (73 KB and 97 KB: 3 and 2 blocks an SM). */
+#define EMBER_K_CONV_WGMMA_STAGES 3
+#define EMBER_K_CONV_WGMMA_SMEM_BYTES(bm) \
+  (EMBER_K_CONV_WGMMA_STAGES * (EMBER_K_CONV_IGEMM_BN + (bm)) * EMBER_K_CONV_IGEMM_BK * 2 + 1024)
 typedef struct ember_k_conv_igemm_params {
   uint64_t x;
   uint64_t w;
@@ -357,7 +368,7 @@ typedef struct ember_k_conv_igemm_params {
   /* n / (oh·ow) and n / ow as (umulhi(n, mul) + n) >> shift (the host's fast_divisor). */
   uint32_t div_mul[2];
   uint32_t div_shift[2];
-  int32_t reserved;
+  int32_t layout; /* EMBER_K_CONV_IGEMM_*_CHANNELS_LAST bits; else NCHW */
 } ember_k_conv_igemm_params;
 
 /* ember_nhwc_pack_2: x [n, c, hw] of 2-byte elements -> y [n, hw, cp], channels c..cp-1

@@ -628,7 +628,10 @@ def issue5_cases():
                    ("o136_stride2", [4, 8, 90, 90], 136, 3, 3, (2, 2), (1, 1), (1, 1), True),
                    ("stem", [3, 3, 160, 160], 8, 7, 7, (2, 2), (3, 3), (1, 1), False),
                    ("dil_rect", [2, 20, 100, 90], 8, 3, 5, (1, 1), (2, 2), (2, 1), True),
-                   ("1x1_stride2", [8, 16, 96, 96], 16, 1, 1, (2, 2), (0, 0), (1, 1), False)]
+                   ("1x1_stride2", [8, 16, 96, 96], 16, 1, 1, (2, 2), (0, 0), (1, 1), False),
+                   # 96 tiles: enough for the wgmma kernel (64), too few for the mma.sync
+                   # one (128), which leaves it to im2col + GEMM.
+                   ("tiles96", [1, 16, 96, 128], 40, 3, 3, (1, 1), (1, 1), (1, 1), True)]
     for name, x_shape, o, kh, kw, stride, pad, dil, bias in igemm_convs:
         def build(p, x_shape=x_shape, o=o, kh=kh, kw=kw, stride=stride, pad=pad, dil=dil,
                   bias=bias):
@@ -671,6 +674,30 @@ def issue5_cases():
         p.op(pw.Op.ADD, [c, x], p.out(igemm_shape))
         p.op(pw.Op.NEG, [c], p.out(igemm_shape))
     yield "conv2d_igemm_two_readers", -1.0, 1.0, build_igemm_two_readers
+
+    # Two blocks in a row: the first block's output (the second's input and residual) and
+    # each block's inner RELU stay channels last, so only x is packed; the last block
+    # writes the plan's output (NCHW) from a channels-last residual, the first a
+    # channels-last output from an NCHW one (x).
+    def build_igemm_chain(p):
+        x = p.input(igemm_shape)
+        t = x
+        for block in range(2):
+            c = igemm_conv(p, igemm_conv(p, t, relu_after=True))
+            s = p.op(pw.Op.ADD, [c, t], p.tmp(igemm_shape))
+            t = p.op(pw.Op.RELU, [s], p.out(igemm_shape) if block == 1 else p.tmp(igemm_shape))
+    yield "conv2d_igemm_chain", -1.0, 1.0, build_igemm_chain
+
+    # 136 channels between two 1x1 convs: kept channels last on the 128-channel tile,
+    # whose second tile holds 8.
+    def build_igemm_wide_chain(p):
+        x = p.input(igemm_shape)
+        c = p.op(pw.Op.CONV2D, [x, p.const([136, 8, 1, 1], 0.3), p.const([136], 0.2)],
+                 p.tmp([2, 136, 96, 96]), [1, 1, 0, 0, 1, 1, 1])
+        r = p.op(pw.Op.RELU, [c], p.tmp([2, 136, 96, 96]))
+        p.op(pw.Op.CONV2D, [r, p.const([8, 136, 1, 1], 0.1), p.const([8], 0.2)],
+             p.out(igemm_shape), [1, 1, 0, 0, 1, 1, 1])
+    yield "conv2d_igemm_wide_chain", -1.0, 1.0, build_igemm_wide_chain
 
     pools = [("max_k3s2p1", pw.Op.MAX_POOL2D, [2, 3, 9, 9], 3, 2, 1, 1, 0, 0, 0),
              ("max_dil2", pw.Op.MAX_POOL2D, [1, 2, 10, 10], 3, 1, 1, 2, 0, 0, 0),

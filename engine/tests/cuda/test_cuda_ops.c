@@ -289,19 +289,37 @@ static const struct {
 
 /* CONV2D cases on the implicit-GEMM tensor-core kernel in float16 and bfloat16: how many
  * convs take it, how many run as im2col + GEMM instead (the stem: too few channels), how
- * many residual ADDs it fuses, and the activations fused in all (its ReLUs, and a binary
- * kernel's). In float32 every one of those convs runs as im2col + GEMM. */
+ * many residual ADDs it fuses, the activations fused in all (its ReLUs, and a binary
+ * kernel's), how many of its inputs are packed channels last by a copy, and how many
+ * tensors stay channels last between such convs (no copy). In float32 every one of those
+ * convs runs as im2col + GEMM. Where the executor takes the kernel's wgmma form
+ * (info.conv_wgmma: an H100 or H200, unless EMBER_CUDA_WGMMA=0), every conv on the kernel
+ * runs on that form; `wgmma_only` convs take the kernel only then (fewer tiles than the
+ * mma.sync form needs), else im2col + GEMM. */
 static const struct {
   const char* prefix;
   uint32_t conv_igemms;
   uint32_t conv_gemms;
   uint32_t fused_residuals;
   uint32_t fused_activations;
+  uint32_t conv_packs;
+  uint32_t channels_last;
+  bool wgmma_only;
 } kIgemm[] = {
-    {"conv2d_igemm_3x3_", 1, 0, 0, 0},         {"conv2d_igemm_o136_stride2_", 1, 0, 0, 0},
-    {"conv2d_igemm_stem_", 0, 1, 0, 0},        {"conv2d_igemm_dil_rect_", 1, 0, 0, 0},
-    {"conv2d_igemm_1x1_stride2_", 1, 0, 0, 0}, {"conv2d_igemm_block_", 2, 0, 1, 2},
-    {"conv2d_igemm_add_bcast_", 1, 0, 0, 1},   {"conv2d_igemm_two_readers_", 1, 0, 0, 0},
+    {"conv2d_igemm_3x3_", 1, 0, 0, 0, 1, 0, false},
+    {"conv2d_igemm_o136_stride2_", 1, 0, 0, 0, 1, 0, false},
+    {"conv2d_igemm_stem_", 0, 1, 0, 0, 0, 0, false},
+    {"conv2d_igemm_dil_rect_", 1, 0, 0, 0, 1, 0, false},
+    {"conv2d_igemm_1x1_stride2_", 1, 0, 0, 0, 1, 0, false},
+    /* The inner RELU's output is read only by the second conv. */
+    {"conv2d_igemm_block_", 2, 0, 1, 2, 1, 1, false},
+    /* Controls: the conv's output is read by a kernel that wants NCHW. */
+    {"conv2d_igemm_add_bcast_", 1, 0, 0, 1, 1, 0, false},
+    {"conv2d_igemm_two_readers_", 1, 0, 0, 0, 1, 0, false},
+    {"conv2d_igemm_tiles96_", 1, 0, 0, 0, 1, 0, true},
+    /* Both inner RELUs and the first block's output. */
+    {"conv2d_igemm_chain_", 4, 0, 2, 4, 1, 3, false},
+    {"conv2d_igemm_wide_chain_", 2, 0, 0, 1, 1, 1, false},
 };
 
 static bool ends_with(const char* s, const char* suffix) {
@@ -371,6 +389,8 @@ static void run_op_case(const char* dir, const char* name, double low, double hi
   g_totals.bias_act_kernels += info.bias_act_kernels;
   g_totals.conv_gemms += info.conv_gemms;
   g_totals.conv_igemms += info.conv_igemms;
+  g_totals.conv_wgmmas += info.conv_wgmmas;
+  g_totals.conv_wgmma = g_totals.conv_wgmma || info.conv_wgmma;
   g_totals.fused_residuals += info.fused_residuals;
   g_totals.gemv_kernels += info.gemv_kernels;
   g_totals.sdpa_flash += info.sdpa_flash;
@@ -413,19 +433,29 @@ static void run_op_case(const char* dir, const char* name, double low, double hi
     if (strncmp(name, kIgemm[c].prefix, strlen(kIgemm[c].prefix)) != 0) continue;
     if (ends_with(name, "_f32")) {
       const uint32_t convs = kIgemm[c].conv_igemms + kIgemm[c].conv_gemms;
-      EXPECT(info.conv_igemms == 0 && info.fused_residuals == 0 && info.conv_gemms == convs,
+      EXPECT(info.conv_igemms == 0 && info.fused_residuals == 0 && info.conv_gemms == convs &&
+                 info.channels_last_tensors == 0,
              "%s: float32 ran %u CONV2D on the implicit-GEMM kernel and %u as im2col + GEMM, "
              "expected 0 and %u", name, info.conv_igemms, info.conv_gemms, convs);
     } else {
-      EXPECT(info.conv_igemms == kIgemm[c].conv_igemms &&
-                 info.conv_gemms == kIgemm[c].conv_gemms &&
+      const bool moved = kIgemm[c].wgmma_only && !info.conv_wgmma; /* to im2col + GEMM */
+      const uint32_t igemms = moved ? 0 : kIgemm[c].conv_igemms;
+      const uint32_t gemms = kIgemm[c].conv_gemms + (moved ? kIgemm[c].conv_igemms : 0);
+      EXPECT(info.conv_wgmmas == (info.conv_wgmma ? info.conv_igemms : 0),
+             "%s: %u of %u implicit-GEMM convs on the wgmma kernel, which this executor %s",
+             name, info.conv_wgmmas, info.conv_igemms, info.conv_wgmma ? "takes" : "does not take");
+      const uint32_t packs = moved ? 0 : kIgemm[c].conv_packs;
+      EXPECT(info.conv_packs == packs && info.channels_last_tensors == kIgemm[c].channels_last,
+             "%s: %u inputs packed channels last and %u tensors kept so, expected %u and %u",
+             name, info.conv_packs, info.channels_last_tensors, packs, kIgemm[c].channels_last);
+      EXPECT(info.conv_igemms == igemms &&
+                 info.conv_gemms == gemms &&
                  info.fused_residuals == kIgemm[c].fused_residuals &&
                  info.fused_activations == kIgemm[c].fused_activations,
              "%s: %u CONV2D on the implicit-GEMM kernel (%u im2col + GEMM), %u residuals and "
              "%u activations fused, expected %u (%u), %u and %u", name, info.conv_igemms,
              info.conv_gemms, info.fused_residuals, info.fused_activations,
-             kIgemm[c].conv_igemms, kIgemm[c].conv_gemms, kIgemm[c].fused_residuals,
-             kIgemm[c].fused_activations);
+             igemms, gemms, kIgemm[c].fused_residuals, kIgemm[c].fused_activations);
     }
   }
   g_rng = hash_name(name);
@@ -965,11 +995,12 @@ int main(int argc, char** argv) {
   const ember_cublaslt_library* lt = NULL;
   if (status == NULL) status = ember_cublaslt_library_get(&lt);
   if (status != NULL) {
-    /* The eager variant (EMBER_CUDA_GRAPHS=0) would run the same CPU half again: only the
-     * CUDA half differs, and there is none here. */
+    /* The eager and mma.sync variants (EMBER_CUDA_GRAPHS=0, EMBER_CUDA_WGMMA=0) would run
+     * the same CPU half again: only the CUDA half differs, and there is none here. */
     const char* graphs = getenv("EMBER_CUDA_GRAPHS");
-    if (graphs != NULL && strcmp(graphs, "0") == 0) {
-      printf("SKIP test_cuda_ops (eager): %s; the CPU half runs in cuda.test_cuda_ops\n",
+    const char* wgmma = getenv("EMBER_CUDA_WGMMA");
+    if ((graphs != NULL && strcmp(graphs, "0") == 0) || (wgmma != NULL && strcmp(wgmma, "0") == 0)) {
+      printf("SKIP test_cuda_ops (a variant): %s; the CPU half runs in cuda.test_cuda_ops\n",
              ember_status_message(status));
       ember_status_free(status);
       return SKIP_EXIT_CODE;
@@ -1014,10 +1045,11 @@ int main(int argc, char** argv) {
          g_worst_nmse[EMBER_DTYPE_FLOAT16], g_worst_nmse[EMBER_DTYPE_BFLOAT16]);
   printf("op cases: %u steps, %u GEMMs, %u biases fused into cuBLASLt epilogues, %u "
          "activations fused (cuBLASLt or gemv), %u bias_act kernels, %u CONV2D as im2col + "
-         "GEMM, %u as implicit GEMM (%u residuals fused), %u LINEAR as gemv, %u SDPA on the "
-         "flash kernel (%u layout copies folded)\n",
+         "GEMM, %u as implicit GEMM (%u of them on wgmma, which this GPU %s; %u residuals "
+         "fused), %u LINEAR as gemv, %u SDPA on the flash kernel (%u layout copies folded)\n",
          g_totals.steps, g_totals.gemms, g_totals.fused_biases, g_totals.fused_activations,
          g_totals.bias_act_kernels, g_totals.conv_gemms, g_totals.conv_igemms,
+         g_totals.conv_wgmmas, g_totals.conv_wgmma ? "takes" : "does not take",
          g_totals.fused_residuals, g_totals.gemv_kernels, g_totals.sdpa_flash,
          g_totals.folded_layout_ops);
 

@@ -28,22 +28,17 @@
  * into shared memory, then writes y 8 positions of one channel at a time: with 16-byte
  * accesses where the 8 are in one image and aligned, adding the residual and the ReLU
  * there (so y rounds twice when a residual is fused, as the unfused CONV2D then ADD). */
-#include "tensor_core.cuh"
+#include "conv_igemm_tile.cuh"
 
 namespace ember {
 
-constexpr int kIgemmBK = EMBER_K_CONV_IGEMM_BK;
-constexpr int kIgemmBN = EMBER_K_CONV_IGEMM_BN;
-constexpr int kIgemmStride = kIgemmBK + 8;   /* elements between rows of a W or X tile */
-constexpr int kIgemmOutStride = kIgemmBN + 8; /* between rows of the epilogue's tile */
+constexpr int kIgemmStride = kIgemmBK + 8; /* elements between rows of a W or X tile */
 constexpr int kIgemmStages = EMBER_K_CONV_IGEMM_STAGES;
-constexpr int kIgemmChunks = kIgemmBK / 8; /* 16-byte chunks of a tile row */
-constexpr int kIgemmRowsPerPass = EMBER_K_BLOCK / kIgemmChunks;
 static_assert(EMBER_K_CONV_IGEMM_SMEM_BYTES(128) ==
                   kIgemmStages * (128 + kIgemmBN) * kIgemmStride * 2, "the host's size");
-static_assert(128 * kIgemmOutStride * 2 <= EMBER_K_CONV_IGEMM_SMEM_BYTES(64),
-              "the epilogue tile fits");
-static_assert(EMBER_K_BLOCK == 256, "the tile loops assume 256 threads");
+static_assert(128 * kIgemmOutStride * 2 <= EMBER_K_CONV_IGEMM_SMEM_BYTES(64) &&
+                  kIgemmBN * (128 + 8) * 2 <= EMBER_K_CONV_IGEMM_SMEM_BYTES(64),
+              "the epilogue tile fits, in either layout");
 
 template <typename T, int BM, int STAGES>
 __device__ __forceinline__ void conv_igemm(const ember_k_conv_igemm_params& p, uint16_t* smem) {
@@ -58,29 +53,11 @@ __device__ __forceinline__ void conv_igemm(const ember_k_conv_igemm_params& p, u
   const uint16_t* x = reinterpret_cast<const uint16_t*>(p.x);
   const uint16_t* w = reinterpret_cast<const uint16_t*>(p.w);
   const int2* table = reinterpret_cast<const int2*>(p.table);
-  const int plane = p.oh * p.ow;
 
   /* This thread's positions of X's tile (rows tid / chunks + rows-per-pass · j) and its
    * chunk. */
   const int chunk = tid % kIgemmChunks, first_row = tid / kIgemmChunks;
-  int base[kPositions], ih0[kPositions], iw0[kPositions];
-#pragma unroll
-  for (int j = 0; j < kPositions; ++j) {
-    const int pos = p0 + first_row + kIgemmRowsPerPass * j;
-    if (pos < p.positions) {
-      const int n = (int)fast_div((uint32_t)pos, p.div_mul[0], p.div_shift[0]);
-      const int r = pos - n * plane;
-      const int oh = (int)fast_div((uint32_t)r, p.div_mul[1], p.div_shift[1]);
-      const int ow = r - oh * p.ow;
-      ih0[j] = oh * p.stride_h - p.pad_h;
-      iw0[j] = ow * p.stride_w - p.pad_w;
-      base[j] = ((n * p.h + ih0[j]) * p.w_in + iw0[j]) * p.c;
-    } else {
-      ih0[j] = -(1 << 20); /* below any tap's row offset: always outside x */
-      iw0[j] = 0;
-      base[j] = 0;
-    }
-  }
+  const ConvWindows<kPositions> windows(p, p0, first_row);
 
   auto load_tile = [&](int stage, int kt) {
     uint16_t* a_tile = smem + stage * kStageElems;
@@ -94,13 +71,12 @@ __device__ __forceinline__ void conv_igemm(const ember_k_conv_igemm_params& p, u
                    valid ? w + (int64_t)o * p.k_stride + k : w, valid);
     }
     const int2 tap = __ldg(&table[kt * kIgemmChunks + chunk]);
-    const int dh = tap.y >> 16, dw = (int)(int16_t)(tap.y & 0xffff);
 #pragma unroll
     for (int j = 0; j < kPositions; ++j) {
-      const int ih = ih0[j] + dh, iw = iw0[j] + dw;
-      const bool valid = (unsigned)ih < (unsigned)p.h && (unsigned)iw < (unsigned)p.w_in;
+      bool inside;
+      const uint16_t* src = windows.source(p, x, j, tap, &inside);
       cp_async16(shared_address(b_tile + (first_row + kIgemmRowsPerPass * j) * kIgemmStride + chunk * 8),
-                   valid ? x + base[j] + tap.x : x, valid);
+                 src, inside);
     }
   };
 
@@ -161,59 +137,23 @@ __device__ __forceinline__ void conv_igemm(const ember_k_conv_igemm_params& p, u
 
   /* Accumulator e of tile (mt, nt): channel row lane / 4 (+8 for e >= 2), position column
    * 2·(lane % 4) + e % 2. */
-  uint16_t* out_tile = smem; /* [BM][kIgemmOutStride] */
+  const ConvOutTile out_tile(p, smem, BM);
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int row = warp_m * (BM / 2) + mt * 16 + (lane >> 2) + 8 * half;
-      const int o = o0 + row;
-      const float bias = o < p.o ? Bits<T>::to_float(w[(int64_t)o * p.k_stride + p.k_taps]) : 0.0f;
+      const float bias = conv_bias<T>(p, o0 + row);
 #pragma unroll
       for (int nt = 0; nt < kNTiles; ++nt) {
         const int col = warp_n * 32 + nt * 8 + 2 * (lane & 3);
-        const uint32_t pair = Mma<T>::pack(acc[mt][nt][2 * half] + bias, acc[mt][nt][2 * half + 1] + bias);
-        *reinterpret_cast<uint32_t*>(out_tile + row * kIgemmOutStride + col) = pair;
+        out_tile.put<T>(row, col, acc[mt][nt][2 * half] + bias);
+        out_tile.put<T>(row, col + 1, acc[mt][nt][2 * half + 1] + bias);
       }
     }
   }
   __syncthreads();
-  uint16_t* y = reinterpret_cast<uint16_t*>(p.y);
-  const uint16_t* residual = reinterpret_cast<const uint16_t*>(p.residual);
-  for (int c = tid; c < BM * (kIgemmBN / 8); c += EMBER_K_BLOCK) {
-    const int row = c / (kIgemmBN / 8), col = (c % (kIgemmBN / 8)) * 8;
-    const int o = o0 + row, pos = p0 + col;
-    if (o >= p.o || pos >= p.positions) continue;
-    const int n = (int)fast_div((uint32_t)pos, p.div_mul[0], p.div_shift[0]);
-    const int r = pos - n * plane;
-    const int index = (n * p.o + o) * plane + r;
-    Vec16<T> v;
-    v.raw = *reinterpret_cast<const uint4*>(out_tile + row * kIgemmOutStride + col);
-    const bool whole = r + 8 <= plane && pos + 8 <= p.positions && (index & 7) == 0 &&
-                       aligned16(p.y) && (!p.has_residual || aligned16(p.residual));
-    if (whole) {
-      if (p.has_residual || p.relu) {
-        Vec16<T> add;
-        if (p.has_residual) add.raw = *reinterpret_cast<const uint4*>(residual + index);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) {
-          float value = v.get(e) + (p.has_residual ? add.get(e) : 0.0f);
-          if (p.relu) value = value < 0.0f ? 0.0f : value;
-          v.set(e, value);
-        }
-      }
-      *reinterpret_cast<uint4*>(y + index) = v.raw;
-      continue;
-    }
-    /* The 8 positions cross an image or the end, or an address is unaligned. */
-    for (int e = 0; e < 8 && pos + e < p.positions; ++e) {
-      const int ne = (int)fast_div((uint32_t)(pos + e), p.div_mul[0], p.div_shift[0]);
-      const int at = (ne * p.o + o) * plane + (pos + e - ne * plane);
-      float value = v.get(e) + (p.has_residual ? Bits<T>::to_float(residual[at]) : 0.0f);
-      if (p.relu) value = value < 0.0f ? 0.0f : value;
-      y[at] = Bits<T>::from_float(value);
-    }
-  }
+  store_conv_tile<T>(p, out_tile, BM, o0, p0);
 }
 
 template <typename T>
