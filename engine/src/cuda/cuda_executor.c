@@ -34,7 +34,7 @@ typedef struct ember_cuda_ref {
   uint64_t offset;
 } ember_cuda_ref;
 
-enum { GEMM_A = 0, GEMM_B = 1, GEMM_BIAS = 2, GEMM_D = 3 };
+enum { GEMM_A = 0, GEMM_B = 1, GEMM_BIAS = 2, GEMM_D = 3, GEMM_C = 4 };
 
 typedef struct ember_cuda_step {
   bool is_gemm;
@@ -589,18 +589,28 @@ static bool can_fuse_activation(const ember_plan* plan, uint32_t i, const uint32
 }
 
 static bool executor_conv_runs_igemm(const ember_cuda_executor* executor, const ember_op_desc* op);
+static bool conv_gemm_sizes(const ember_plan* plan, const ember_op_desc* op,
+                            uint64_t* out_col_bytes, uint64_t* out_weight_bytes,
+                            uint64_t* out_flat_bytes);
 
-/* Whether CONV2D op i takes the ADD after it into the implicit-GEMM kernel's epilogue (a
- * resnet block's residual): the conv runs on that kernel, its output is read only by the
- * ADD, and the ADD's other input has the output's dtype and dims (no broadcast). */
+/* Whether CONV2D op i takes the ADD after it (a resnet block's residual) into the
+ * implicit-GEMM kernel's epilogue, or into its cuBLASLt GEMM as C (one GEMM per image,
+ * which writes NCHW y directly; resnet18 at batch 1 ran its 8 ADDs as kernels of their
+ * own): the conv runs one of those ways, its output is read only by the ADD, and the
+ * ADD's other input has the output's dtype and dims (no broadcast). */
 static bool can_fuse_residual(const ember_cuda_executor* executor, uint32_t i,
                               const uint32_t* readers) {
   const ember_plan* plan = executor->plan;
   if (i + 1 >= plan->num_ops) return false;
   const ember_op_desc* op = &plan->ops[i];
   const ember_op_desc* next = &plan->ops[i + 1];
-  if (op->opcode != EMBER_OP_CONV2D || next->opcode != EMBER_OP_ADD || next->num_inputs != 2 ||
-      !executor_conv_runs_igemm(executor, op)) {
+  if (op->opcode != EMBER_OP_CONV2D || next->opcode != EMBER_OP_ADD || next->num_inputs != 2) {
+    return false;
+  }
+  uint64_t col, weight, flat;
+  if (!executor_conv_runs_igemm(executor, op) &&
+      !(executor->lt_handle != NULL && conv_gemm_sizes(plan, op, &col, &weight, &flat) &&
+        flat == 0)) {
     return false;
   }
   const uint32_t t = ember_plan_op_output(plan, op, 0);
@@ -2549,8 +2559,9 @@ static void set_im2col_index32(ember_k_im2col_params* p) {
  * The ones row of col meets the bias column of the weights. *out_done is false when
  * cuBLASLt has no algorithm (the direct kernel runs instead). */
 static ember_status* build_conv2d_gemm(ember_cuda_executor* executor, uint32_t i,
-                                       uint32_t y_index, bool relu, size_t* max_workspace,
-                                       bool* out_done, bool* out_relu_done) {
+                                       uint32_t y_index, bool relu, uint32_t residual,
+                                       size_t* max_workspace, bool* out_done,
+                                       bool* out_relu_done) {
   *out_done = false;
   *out_relu_done = false;
   const ember_plan* plan = executor->plan;
@@ -2581,6 +2592,13 @@ static ember_status* build_conv2d_gemm(ember_cuda_executor* executor, uint32_t i
       .max_workspace = EMBER_CUDA_MAX_WORKSPACE,
       .device = executor->device_ordinal,
   };
+  if (residual != EMBER_PLAN_NO_INDEX) {
+    /* C (the residual) is declared with D's layout and alignment. */
+    const uint32_t r_alignment = is_io(&plan->tensors[residual])
+                                     ? EMBER_CUDA_GEMM_IO_ALIGNMENT
+                                     : address_alignment(tensor_address(executor, residual));
+    if (r_alignment < request.alignments[2]) request.alignments[2] = r_alignment;
+  }
   ember_cuda_gemm* gemm = &executor->gemms[executor->num_gemms];
   ember_status* status = ember_cuda_gemm_prepare_plain(executor->lt, executor->lt_handle,
                                                        &request, gemm);
@@ -2634,6 +2652,12 @@ static ember_status* build_conv2d_gemm(ember_cuda_executor* executor, uint32_t i
   } else {
     add_ref(executor, step, y_index, GEMM_D);
     if (is_io(y)) executor->io_alignment[io_slot(executor, y)] = EMBER_CUDA_GEMM_IO_ALIGNMENT;
+    if (residual != EMBER_PLAN_NO_INDEX) {
+      add_ref(executor, step, residual, GEMM_C);
+      const ember_tensor_desc* r = &plan->tensors[residual];
+      if (is_io(r)) executor->io_alignment[io_slot(executor, r)] = EMBER_CUDA_GEMM_IO_ALIGNMENT;
+      ++executor->conv_residuals;
+    }
   }
   *out_done = true;
   return NULL;
@@ -2718,8 +2742,8 @@ static void build_conv2d_igemm(ember_cuda_executor* executor, uint32_t i, uint32
 }
 
 /* CONV2D op i into tensor y_index (its output, or that of the ops fused after it): with
- * `relu_op` (EMBER_PLAN_NO_INDEX: none) applied, and `residual` added before it (only on
- * the implicit-GEMM kernel, can_fuse_residual). */
+ * `relu_op` (EMBER_PLAN_NO_INDEX: none) applied, and `residual` added before it (on the
+ * implicit-GEMM kernel or as the GEMM's C: can_fuse_residual). */
 static ember_status* build_conv2d(ember_cuda_executor* executor, uint32_t i, uint32_t y,
                                   uint32_t relu_op, uint32_t residual, size_t* max_workspace) {
   const ember_plan* plan = executor->plan;
@@ -2733,7 +2757,14 @@ static ember_status* build_conv2d(ember_cuda_executor* executor, uint32_t i, uin
    * this GPU cannot (ember_cuda_kernels.conv_igemm). */
   if (executor->conv_weight_offset[i] != UINT64_MAX && executor->lt_handle != NULL) {
     EMBER_RETURN_IF_ERROR(build_conv2d_gemm(executor, i, y, relu_op != EMBER_PLAN_NO_INDEX,
-                                            max_workspace, &done, &relu_done));
+                                            residual, max_workspace, &done, &relu_done));
+  }
+  if (!done && residual != EMBER_PLAN_NO_INDEX) {
+    /* cuBLASLt had no algorithm for a conv that was to take its residual: the ops as the
+     * plan has them, the conv into its own output, then the ADD (and the RELU). */
+    build_conv2d_direct(executor, i, ember_plan_op_output(plan, &plan->ops[i], 0));
+    build_binary(executor, i + 1, relu_op);
+    return NULL;
   }
   if (!done) build_conv2d_direct(executor, i, y);
   if (relu_op != EMBER_PLAN_NO_INDEX && !relu_done) add_relu_in_place(executor, relu_op, y);
@@ -2970,15 +3001,16 @@ static ember_status* build_steps(ember_cuda_executor* executor, size_t* out_work
 /* ---- running steps -------------------------------------------------------------------- */
 
 static ember_status* enqueue_gemm_step(ember_cuda_executor* executor, ember_cuda_step* step) {
-  uint64_t addresses[4] = {step->fixed[0], step->fixed[1], step->fixed[2], step->fixed[3]};
+  uint64_t addresses[5] = {step->fixed[0], step->fixed[1], step->fixed[2], step->fixed[3],
+                           step->fixed[4]};
   for (uint32_t r = 0; r < step->num_refs; ++r) {
     addresses[step->refs[r].slot] = tensor_address(executor, step->refs[r].tensor);
     step->baked[r] = addresses[step->refs[r].slot];
   }
   return ember_cuda_gemm_enqueue(executor->lt, executor->lt_handle,
                                  &executor->gemms[step->gemm], addresses[GEMM_A],
-                                 addresses[GEMM_B], addresses[GEMM_BIAS], addresses[GEMM_D],
-                                 executor->workspace, executor->stream);
+                                 addresses[GEMM_B], addresses[GEMM_BIAS], addresses[GEMM_C],
+                                 addresses[GEMM_D], executor->workspace, executor->stream);
 }
 
 static void bake_kernel_step(ember_cuda_executor* executor, ember_cuda_step* step) {

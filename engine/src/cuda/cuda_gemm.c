@@ -468,7 +468,7 @@ ember_status* ember_cuda_gemm_prepare_plain(const ember_cublaslt_library* lt,
 
 ember_status* ember_cuda_gemm_enqueue(const ember_cublaslt_library* lt, cublasLtHandle_t handle,
                                       const ember_cuda_gemm* gemm, uint64_t a, uint64_t b,
-                                      uint64_t bias, uint64_t d, uint64_t workspace,
+                                      uint64_t bias, uint64_t c, uint64_t d, uint64_t workspace,
                                       CUstream stream) {
   if (gemm->bias_fused) {
     const void* bias_pointer = (const void*)(uintptr_t)bias;
@@ -477,7 +477,7 @@ ember_status* ember_cuda_gemm_enqueue(const ember_cublaslt_library* lt, cublasLt
                                                     &bias_pointer, sizeof bias_pointer),
              "cublasLtMatmulDescSetAttribute(BIAS_POINTER)");
   }
-  const float alpha = 1.0f, beta = 0.0f;
+  const float alpha = 1.0f, beta = c != 0 ? 1.0f : 0.0f;
   const uint64_t es = gemm->element_size;
   for (uint64_t call = 0; call < gemm->calls; ++call) {
     int64_t a_offset = 0, b_offset = 0, d_offset = 0;
@@ -490,12 +490,14 @@ ember_status* ember_cuda_gemm_enqueue(const ember_cublaslt_library* lt, cublasLt
       d_offset += index * gemm->d_loop_strides[i];
     }
     void* d_pointer = (void*)(uintptr_t)(d + (uint64_t)d_offset * es);
+    /* C has D's layout (and so its batch stride and offsets); with beta 0 it is not read. */
+    const void* c_pointer = c != 0 ? (const void*)(uintptr_t)(c + (uint64_t)d_offset * es) : d_pointer;
     LT_CHECK(lt,
              lt->cublasLtMatmul(handle, gemm->desc, &alpha,
                                 (const void*)(uintptr_t)(a + (uint64_t)a_offset * es),
                                 gemm->a_layout,
                                 (const void*)(uintptr_t)(b + (uint64_t)b_offset * es),
-                                gemm->b_layout, &beta, d_pointer, gemm->d_layout, d_pointer,
+                                gemm->b_layout, &beta, c_pointer, gemm->d_layout, d_pointer,
                                 gemm->d_layout, &gemm->algo,
                                 (void*)(uintptr_t)workspace, gemm->workspace_size, stream),
              "cublasLtMatmul");

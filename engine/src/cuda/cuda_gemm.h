@@ -183,10 +183,12 @@ ember_status* ember_cuda_gemm_prepare_plain(const ember_cublaslt_library* lt,
                                             ember_cuda_gemm* out_gemm);
 
 /* Enqueues the GEMM on `stream`: all its cublasLtMatmul calls, with these device
- * addresses (bias 0 when there is none). The workspace holds gemm->workspace_size bytes. */
+ * addresses (bias 0 when there is none). c, when not 0, is a tensor of D's layout added
+ * to the product before the epilogue (cuBLASLt's C with beta 1: a conv's residual; it may
+ * be d itself); 0 adds nothing. The workspace holds gemm->workspace_size bytes. */
 ember_status* ember_cuda_gemm_enqueue(const ember_cublaslt_library* lt, cublasLtHandle_t handle,
                                       const ember_cuda_gemm* gemm, uint64_t a, uint64_t b,
-                                      uint64_t bias, uint64_t d, uint64_t workspace,
+                                      uint64_t bias, uint64_t c, uint64_t d, uint64_t workspace,
                                       CUstream stream);
 
 /* Makes candidate `c` the algorithm the GEMM runs (c < num_candidates). */

@@ -699,6 +699,21 @@ def issue5_cases():
              p.out(igemm_shape), [1, 1, 0, 0, 1, 1, 1])
     yield "conv2d_igemm_wide_chain", -1.0, 1.0, build_igemm_wide_chain
 
+    # A resnet block of one small image (resnet18 at batch 1): im2col + GEMM, with the
+    # residual added as the second GEMM's C.
+    def build_gemm_block(p):
+        shape = [1, 8, 24, 24]
+        x = p.input(shape)
+        t = x
+        for k in range(2):
+            t = p.op(pw.Op.CONV2D, [t, p.const([8, 8, 3, 3], 0.3), p.const([8], 0.2)],
+                     p.tmp(shape), [1, 1, 1, 1, 1, 1, 1])
+            if k == 0:
+                t = p.op(pw.Op.RELU, [t], p.tmp(shape))
+        s = p.op(pw.Op.ADD, [t, x], p.tmp(shape))
+        p.op(pw.Op.RELU, [s], p.out(shape))
+    yield "conv2d_gemm_block", -1.0, 1.0, build_gemm_block
+
     pools = [("max_k3s2p1", pw.Op.MAX_POOL2D, [2, 3, 9, 9], 3, 2, 1, 1, 0, 0, 0),
              ("max_dil2", pw.Op.MAX_POOL2D, [1, 2, 10, 10], 3, 1, 1, 2, 0, 0, 0),
              ("max_ceil", pw.Op.MAX_POOL2D, [1, 2, 8, 8], 3, 2, 0, 1, 1, 0, 0),

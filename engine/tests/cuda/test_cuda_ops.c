@@ -292,7 +292,7 @@ static const struct {
  * many residual ADDs it fuses, the activations fused in all (its ReLUs, and a binary
  * kernel's), how many of its inputs are packed channels last by a copy, and how many
  * tensors stay channels last between such convs (no copy). In float32 every one of those
- * convs runs as im2col + GEMM. Where the executor takes the kernel's wgmma form
+ * convs runs as im2col + GEMM, which takes the same residuals (as cuBLASLt's C). Where the executor takes the kernel's wgmma form
  * (info.conv_wgmma: an H100 or H200, unless EMBER_CUDA_WGMMA=0), every conv on the kernel
  * runs on that form; `wgmma_only` convs take the kernel only then (fewer tiles than the
  * mma.sync form needs), else im2col + GEMM. */
@@ -320,6 +320,9 @@ static const struct {
     /* Both inner RELUs and the first block's output. */
     {"conv2d_igemm_chain_", 4, 0, 2, 4, 1, 3, false},
     {"conv2d_igemm_wide_chain_", 2, 0, 0, 1, 1, 1, false},
+    /* A block too small for the kernel in every dtype: im2col + GEMM, the residual as the
+     * second GEMM's C, both RELUs in the epilogues. */
+    {"conv2d_gemm_block_", 0, 2, 1, 2, 0, 0, false},
 };
 
 static bool ends_with(const char* s, const char* suffix) {
@@ -433,10 +436,11 @@ static void run_op_case(const char* dir, const char* name, double low, double hi
     if (strncmp(name, kIgemm[c].prefix, strlen(kIgemm[c].prefix)) != 0) continue;
     if (ends_with(name, "_f32")) {
       const uint32_t convs = kIgemm[c].conv_igemms + kIgemm[c].conv_gemms;
-      EXPECT(info.conv_igemms == 0 && info.fused_residuals == 0 && info.conv_gemms == convs &&
-                 info.channels_last_tensors == 0,
-             "%s: float32 ran %u CONV2D on the implicit-GEMM kernel and %u as im2col + GEMM, "
-             "expected 0 and %u", name, info.conv_igemms, info.conv_gemms, convs);
+      EXPECT(info.conv_igemms == 0 && info.fused_residuals == kIgemm[c].fused_residuals &&
+                 info.conv_gemms == convs && info.channels_last_tensors == 0,
+             "%s: float32 ran %u CONV2D on the implicit-GEMM kernel and %u as im2col + GEMM "
+             "(%u residuals fused, as C), expected 0 and %u (%u)", name, info.conv_igemms,
+             info.conv_gemms, info.fused_residuals, convs, kIgemm[c].fused_residuals);
     } else {
       const bool moved = kIgemm[c].wgmma_only && !info.conv_wgmma; /* to im2col + GEMM */
       const uint32_t igemms = moved ? 0 : kIgemm[c].conv_igemms;
