@@ -7,7 +7,8 @@ grouped and depthwise, the pools), float16 overflow (inf and NaN through GELU, s
 and EXP), and a decoder block and a convnet block built from them; LINEARs of at most 8
 rows (the gemv kernel) followed by every activation, K with and without 16-byte loads;
 the wide, 32-bit and fallback paths of the gather, LAYER_NORM, MAX_POOL2D and SDPA's
-softmax (bandwidth_cases).
+softmax (bandwidth_cases); MAX_POOL2D's row path and im2col's 16-byte gathers
+(conv_pool_cases).
 
 Integer inputs are drawn as floor(uniform(low, high)), so an EMBEDDING case's range is
 its index range; bool inputs are 0 or 1 at random whatever the range.
@@ -1096,6 +1097,70 @@ def fold_cases():
         yield f"sdpa_fold_{name}", -1.0, 1.0, build
 
 
+def conv_pool_cases():
+    """The vector paths of MAX_POOL2D and im2col (conv_pool.cu); after the other cases, so
+    their seeds stay as they were. MAX_POOL2D's row path (8 or 4 outputs a thread, rows of
+    x whole 16-byte vectors): 3x3 stride 2 with and without padding, 3x3 stride 1, 2x2,
+    output rows not a multiple of the vector (row ends output by output), padding at the
+    bottom and on the right (ceil mode past the row's end), ties of zeros (RELU), NaN.
+    im2col's 16-byte gathers (inputs of a multiple of 8 elements): output rows of 7 (every
+    vector on two rows; over all images and per image), of 28 and 52 (some vectors across
+    rows), stride 2 with padding on both sides, dilation, 7x7 stride 2 with several
+    vectors a thread (over all images and per image); element loads for an odd width and
+    stride 3. At most 6 input channels, so that float16 and bfloat16 take im2col + GEMM
+    rather than the implicit-GEMM kernel."""
+    # (name, x shape, kernel, stride, pad, ceil mode)
+    for name, x_shape, k, st, pad, ceil in (
+            ("k3s2p1", [2, 8, 32, 48], 3, 2, 1, 0),
+            ("k3s2p0", [2, 4, 32, 32], 3, 2, 0, 0),     # ow 15
+            ("k3s1p1", [2, 4, 16, 24], 3, 1, 1, 0),
+            ("k2s2", [2, 4, 15, 32], 2, 2, 0, 0),
+            ("tail", [2, 3, 31, 40], 3, 2, 1, 0),       # ow 20, bottom padding
+            ("ceil", [1, 4, 32, 32], 3, 2, 1, 1),       # ow 17
+            ("ceil_p0", [1, 4, 31, 32], 3, 2, 0, 1)):   # last window past the right end
+        def build(p, x_shape=x_shape, k=k, st=st, pad=pad, ceil=ceil):
+            x = p.input(x_shape)
+            oh = window_out(x_shape[2], k, st, pad, 1, bool(ceil))
+            ow = window_out(x_shape[3], k, st, pad, 1, bool(ceil))
+            p.op(pw.Op.MAX_POOL2D, [x], p.out(x_shape[:2] + [oh, ow]),
+                 [k, k, st, st, pad, pad, 1, 1, ceil])
+        yield f"pool_rows_{name}", -2.0, 2.0, build
+
+    def build_pool_rows_relu(p):
+        x = p.input([2, 4, 32, 32])
+        t = p.op(pw.Op.RELU, [x], p.tmp([2, 4, 32, 32]))
+        p.op(pw.Op.MAX_POOL2D, [t], p.out([2, 4, 16, 16]), [3, 3, 2, 2, 1, 1, 1, 1, 0])
+    yield "pool_rows_relu", -2.0, 1.0, build_pool_rows_relu
+
+    def build_pool_rows_nan(p):
+        x = p.input([2, 3, 32, 32])
+        t = p.op(pw.Op.LOG, [x], p.tmp([2, 3, 32, 32]))
+        p.op(pw.Op.MAX_POOL2D, [t], p.out([2, 3, 16, 16]), [3, 3, 2, 2, 1, 1, 1, 1, 0])
+    yield "pool_rows_nan", -0.1, 4.0, build_pool_rows_nan
+
+    # (name, x shape, out channels, kh, kw, stride, pad, dilation)
+    for name, x_shape, o, kh, kw, stride, pad, dil in (
+            ("rows7", [4, 6, 7, 7], 8, 3, 3, (1, 1), (1, 1), (1, 1)),
+            ("rows7_s2", [4, 6, 14, 14], 8, 3, 3, (2, 2), (1, 1), (1, 1)),
+            ("rows7_image", [1, 4, 14, 14], 8, 3, 3, (2, 2), (1, 1), (1, 1)),
+            ("rows28", [2, 6, 28, 28], 8, 3, 3, (1, 1), (1, 1), (1, 1)),
+            ("rows52_image", [1, 3, 50, 52], 8, 3, 3, (1, 1), (1, 1), (1, 1)),
+            ("edges_s2", [2, 4, 31, 31], 8, 3, 3, (2, 2), (1, 1), (1, 1)),
+            ("dilation2", [2, 4, 20, 20], 8, 3, 3, (1, 1), (2, 2), (2, 2)),
+            ("stem", [2, 3, 64, 64], 16, 7, 7, (2, 2), (3, 3), (1, 1)),
+            ("stem_image", [2, 3, 96, 96], 16, 7, 7, (2, 2), (3, 3), (1, 1)),
+            ("odd", [2, 3, 17, 17], 8, 3, 3, (1, 1), (1, 1), (1, 1)),
+            ("stride3", [2, 3, 24, 26], 8, 3, 3, (3, 3), (1, 1), (1, 1))):
+        def build(p, x_shape=x_shape, o=o, kh=kh, kw=kw, stride=stride, pad=pad, dil=dil):
+            x = p.input(x_shape)
+            ins = [x, p.const([o, x_shape[1], kh, kw], 0.3), p.const([o], 0.5)]
+            oh = window_out(x_shape[2], kh, stride[0], pad[0], dil[0])
+            ow = window_out(x_shape[3], kw, stride[1], pad[1], dil[1])
+            p.op(pw.Op.CONV2D, ins, p.out([x_shape[0], o, oh, ow]),
+                 [stride[0], stride[1], pad[0], pad[1], dil[0], dil[1], 1])
+        yield f"im2col_{name}", -1.0, 1.0, build
+
+
 def dynamic_cases():
     """Plans with a dynamic batch: (name, low, high, supported, build(p) -> None). The
     batch is dim 0 of every input (coefficient 1) and of what follows from it."""
@@ -1196,7 +1261,7 @@ def main():
     seed = 0
     for name, low, high, build in (list(cases()) + list(issue5_cases()) + list(gemv_cases()) +
                                    list(bandwidth_cases()) + list(flash_cases()) +
-                                   list(fold_cases())):
+                                   list(fold_cases()) + list(conv_pool_cases())):
         for dtype_name, dtype in dtypes:
             seed += 1
             if dtype_name not in ONLY_DTYPES.get(name, (dtype_name,)):
