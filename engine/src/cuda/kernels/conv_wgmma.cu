@@ -22,6 +22,8 @@
  * channel-major tile store_conv_tile writes out. */
 #include "conv_igemm_tile.cuh"
 
+#include <type_traits>
+
 namespace ember {
 
 /* 128-byte rows of a stage's tiles: 64 elements of K, one swizzle row. */
@@ -59,11 +61,6 @@ __device__ __forceinline__ void fence_accumulators(float (&d)[N]) {
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
-/* wgmma.mma_async m64nNk16, float32 accumulators d += A·B, A and B K-major in shared
- * memory (descriptors a, b). */
-template <typename T>
-struct Wgmma;
-
 /* The operand lists, shared by the float16 and bfloat16 forms (ty: the PTX type). */
 #define EMBER_WGMMA_M64N64K16(ty)                                                       \
   asm volatile(                                                                      \
@@ -96,44 +93,27 @@ struct Wgmma;
         "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]) \
       : "l"(a), "l"(b), "r"(1))
 
-template <>
-struct Wgmma<__half> {
-  static __device__ __forceinline__ void run_n64(float (&d)[32], uint64_t a, uint64_t b) {
-    EMBER_WGMMA_M64N64K16("f16");
-  }
-  static __device__ __forceinline__ void run_n128(float (&d)[64], uint64_t a, uint64_t b) {
+/* wgmma.mma_async m64nBMk16 (BM 64 or 128), float32 accumulators d += A·B, A and B
+ * K-major in shared memory (descriptors a, b), in T's PTX type. */
+template <typename T, int BM>
+__device__ __forceinline__ void wgmma_tile(float (&d)[BM / 2], uint64_t a, uint64_t b) {
+  constexpr bool kHalf = std::is_same<T, __half>::value;
+  static_assert(kHalf || std::is_same<T, __nv_bfloat16>::value, "float16 or bfloat16");
+  static_assert(BM == 64 || BM == 128, "the two channel tiles");
+  if constexpr (BM == 64) {
+    if constexpr (kHalf) {
+      EMBER_WGMMA_M64N64K16("f16");
+    } else {
+      EMBER_WGMMA_M64N64K16("bf16");
+    }
+  } else if constexpr (kHalf) {
     EMBER_WGMMA_M64N128K16("f16");
-  }
-};
-
-template <>
-struct Wgmma<__nv_bfloat16> {
-  static __device__ __forceinline__ void run_n64(float (&d)[32], uint64_t a, uint64_t b) {
-    EMBER_WGMMA_M64N64K16("bf16");
-  }
-  static __device__ __forceinline__ void run_n128(float (&d)[64], uint64_t a, uint64_t b) {
+  } else {
     EMBER_WGMMA_M64N128K16("bf16");
   }
-};
+}
 #undef EMBER_WGMMA_M64N64K16
 #undef EMBER_WGMMA_M64N128K16
-
-template <int BM>
-struct WgmmaTile;
-template <>
-struct WgmmaTile<64> {
-  template <typename T>
-  static __device__ __forceinline__ void run(float (&d)[32], uint64_t a, uint64_t b) {
-    Wgmma<T>::run_n64(d, a, b);
-  }
-};
-template <>
-struct WgmmaTile<128> {
-  template <typename T>
-  static __device__ __forceinline__ void run(float (&d)[64], uint64_t a, uint64_t b) {
-    Wgmma<T>::run_n128(d, a, b);
-  }
-};
 
 template <typename T, int BM>
 __device__ __forceinline__ void conv_wgmma(const ember_k_conv_igemm_params& p, uint8_t* smem) {
@@ -206,7 +186,7 @@ __device__ __forceinline__ void conv_wgmma(const ember_k_conv_igemm_params& p, u
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kIgemmBK / 16; ++kk) {
-      WgmmaTile<BM>::template run<T>(acc, wgmma_descriptor(a + kk * 32), wgmma_descriptor(b + kk * 32));
+      wgmma_tile<T, BM>(acc, wgmma_descriptor(a + kk * 32), wgmma_descriptor(b + kk * 32));
     }
     wgmma_commit();
     const int next = kt + kStages - 1;
