@@ -2436,7 +2436,8 @@ static ember_status* prepare_conv_gemms(ember_cuda_executor* executor) {
     const bool igemm = executor_conv_runs_igemm(executor, &plan->ops[i]);
     if (!igemm && !conv_gemm_sizes(plan, &plan->ops[i], &col, &weight, &flat)) continue;
     /* The implicit GEMM needs no col or product buffer: its own weight layout, its tap
-     * table (an int2 per 8 of K) after them, and room for the packed input. */
+     * table (an int2 per 8 of K) after them, and room for the packed input unless that
+     * input is already channels last (plan_channels_last). */
     if (igemm) {
       const ember_tensor_desc* x = ember_plan_op_input_tensor(plan, &plan->ops[i], 0);
       const ember_tensor_desc* w = ember_plan_op_input_tensor(plan, &plan->ops[i], 1);
@@ -2444,7 +2445,10 @@ static ember_status* prepare_conv_gemms(ember_cuda_executor* executor) {
       table = conv_igemm_table_entries(w) * 8u;
       const uint64_t packed = (uint64_t)(x->dims[0] * x->dims[2] * x->dims[3] *
                                          conv_packed_channels(x->dims[1])) * ember_dtype_size(x->dtype);
-      if (packed > max_packed) max_packed = packed;
+      if (!executor->channels_last[ember_plan_op_input(plan, &plan->ops[i], 0)] &&
+          packed > max_packed) {
+        max_packed = packed;
+      }
     }
     uint64_t region;
     if (!ember_checked_align_u64(weight, EMBER_CUDA_ALIGNMENT, &aligned) ||
