@@ -2236,10 +2236,23 @@ static bool conv_runs_flat(const ember_tensor_desc* y) {
   return y->dims[0] > 1 && y->dims[2] * y->dims[3] < EMBER_CUDA_CONV_FLAT_POSITIONS;
 }
 
-/* Whether op (a CONV2D) runs as im2col + cuBLASLt GEMM: groups 1, constant weight and
- * bias (the bias is appended to each weight row once, at prepare), an im2col buffer of at
- * most EMBER_CUDA_MAX_IM2COL bytes. Sizes in bytes; *out_flat_bytes is the product's
- * buffer when the conv runs as one GEMM over all images (conv_runs_flat), else 0. */
+/* A conv that runs one GEMM per image and whose im2col buffer for the whole batch would
+ * pass EMBER_CUDA_MAX_IM2COL takes its images a chunk at a time (im2col, then the GEMM,
+ * per chunk, on one col buffer), so that a larger batch does not fall back to the direct
+ * kernel (resnet18's stem: 3.8 MB of col an image in float16, over the bound past 67
+ * images). Smaller chunks did not pay: 16 MiB chunks, meant to keep the col in L2, made
+ * resnet18 at batch 64 slower on the H200 (bench, 1229 -> 1282 us). Images per chunk: the most whose col fits
+ * EMBER_CUDA_MAX_IM2COL and that divide the batch evenly (so one cuBLASLt GEMM, of that
+ * batch count, serves every chunk), at least one; all of them when the conv runs flat. */
+static uint64_t conv_chunk_images(const ember_tensor_desc* y, uint64_t image_col_bytes) {
+  const uint64_t images = (uint64_t)y->dims[0];
+  if (conv_runs_flat(y)) return images;
+  uint64_t chunk = EMBER_CUDA_MAX_IM2COL / (image_col_bytes == 0 ? 1u : image_col_bytes);
+  if (chunk > images) chunk = images;
+  while (chunk > 1 && images % chunk != 0) --chunk;
+  return chunk == 0 ? 1u : chunk;
+}
+
 /* What every GEMM form of a conv needs: groups 1, constant weight and bias (both are
  * rearranged once, at prepare), an output. */
 static bool conv_takes_gemm(const ember_plan* plan, const ember_op_desc* op) {
@@ -2252,10 +2265,21 @@ static bool conv_takes_gemm(const ember_plan* plan, const ember_op_desc* op) {
           ember_plan_op_input_tensor(plan, op, 2)->storage == EMBER_STORAGE_CONSTANT);
 }
 
+/* conv_chunk_images of CONV2D op, for which conv_gemm_sizes holds (no overflow). */
+static uint64_t conv_gemm_chunk_images(const ember_plan* plan, const ember_op_desc* op) {
+  const ember_tensor_desc* w = ember_plan_op_input_tensor(plan, op, 1);
+  const ember_tensor_desc* y = ember_plan_op_output_tensor(plan, op, 0);
+  const uint64_t rows = conv_weight_stride((uint64_t)(w->dims[1] * w->dims[2] * w->dims[3]) + 1u);
+  return conv_chunk_images(y, rows * (uint64_t)(y->dims[2] * y->dims[3]) * ember_dtype_size(y->dtype));
+}
+
+/* Whether op (a CONV2D) runs as im2col + cuBLASLt GEMM: conv_takes_gemm, and an im2col
+ * buffer (one chunk's: conv_chunk_images) of at most EMBER_CUDA_MAX_IM2COL bytes. Sizes
+ * in bytes; *out_flat_bytes is the product's buffer when the conv runs as one GEMM over
+ * all images (conv_runs_flat), else 0. */
 static bool conv_gemm_sizes(const ember_plan* plan, const ember_op_desc* op,
                             uint64_t* out_col_bytes, uint64_t* out_weight_bytes,
                             uint64_t* out_flat_bytes) {
-  const ember_tensor_desc* x = ember_plan_op_input_tensor(plan, op, 0);
   const ember_tensor_desc* w = ember_plan_op_input_tensor(plan, op, 1);
   const ember_tensor_desc* y = ember_plan_op_output_tensor(plan, op, 0);
   if (!conv_takes_gemm(plan, op)) return false;
@@ -2263,9 +2287,9 @@ static bool conv_gemm_sizes(const ember_plan* plan, const ember_op_desc* op,
   const uint64_t rows = conv_weight_stride((uint64_t)(w->dims[1] * w->dims[2] * w->dims[3]) + 1u);
   const uint64_t positions = (uint64_t)(y->dims[2] * y->dims[3]);
   uint64_t col, weight;
-  if (!ember_checked_mul_u64(rows, positions, &col) ||
-      !ember_checked_mul_u64(col, (uint64_t)x->dims[0], &col) ||
-      !ember_checked_mul_u64(col, es, &col) || col > EMBER_CUDA_MAX_IM2COL ||
+  if (!ember_checked_mul_u64(rows, positions, &col) || !ember_checked_mul_u64(col, es, &col) ||
+      !ember_checked_mul_u64(col, conv_chunk_images(y, col), &col) ||
+      col > EMBER_CUDA_MAX_IM2COL ||
       !ember_checked_mul_u64(rows, (uint64_t)w->dims[0], &weight) ||
       !ember_checked_mul_u64(weight, es, &weight) || rows > INT32_MAX) {
     return false;
@@ -2557,7 +2581,8 @@ static void set_im2col_index32(ember_k_im2col_params* p) {
 /* CONV2D as im2col (a kernel) + cuBLASLt GEMM, in one of two shapes:
  * - per image (a strided batch): y [O, OH·OW] row-major is column-major
  *   D [OH·OW, O] = A·B with A = col [OH·OW, rows] (the image's im2col rows, column-major)
- *   and B = augmented weights [rows, O];
+ *   and B = augmented weights [rows, O]; im2col and the GEMM take the images a chunk at
+ *   a time (conv_chunk_images), every chunk's pair on the same col buffer;
  * - flat (conv_runs_flat): one GEMM with A = col [N·OH·OW, rows] over every image's
  *   positions into conv_out ([O, N, OH·OW]), then a gather into NCHW.
  * The ones row of col meets the bias column of the weights. *out_done is false when
@@ -2576,8 +2601,15 @@ static ember_status* build_conv2d_gemm(ember_cuda_executor* executor, uint32_t i
   const int64_t rows = (int64_t)conv_weight_stride((uint64_t)(w->dims[1] * w->dims[2] * w->dims[3]) + 1u);
   const int64_t positions = y->dims[2] * y->dims[3], images = x->dims[0], channels = w->dims[0];
   const bool flat = conv_runs_flat(y);
+  const uint64_t es = ember_dtype_size(y->dtype);
+  const int64_t chunk = (int64_t)conv_gemm_chunk_images(plan, op);
+  /* Between chunks: the bytes of x, and of y (and its residual), that a chunk covers. */
+  const uint64_t x_chunk_bytes = (uint64_t)(chunk * x->dims[1] * x->dims[2] * x->dims[3]) * es;
+  const uint64_t y_chunk_bytes = (uint64_t)(chunk * channels * positions) * es;
   const uint64_t weights = executor->conv_weights + executor->conv_weight_offset[i];
   const uint64_t d_address = flat ? executor->conv_out : tensor_address(executor, y_index);
+  uint32_t d_alignment = !flat && is_io(y) ? EMBER_CUDA_GEMM_IO_ALIGNMENT : address_alignment(d_address);
+  if (address_alignment(y_chunk_bytes) < d_alignment) d_alignment = address_alignment(y_chunk_bytes);
   ember_cuda_gemm_plain request = {
       .dtype = y->dtype,
       .d_dtype = y->dtype,
@@ -2588,11 +2620,10 @@ static ember_status* build_conv2d_gemm(ember_cuda_executor* executor, uint32_t i
       .lda = flat ? images * positions : positions,
       .ldb = rows,
       .ldd = flat ? images * positions : positions,
-      .batch = flat ? 1 : (int32_t)images,
+      .batch = flat ? 1 : (int32_t)chunk,
       .strides = {flat ? 0 : rows * positions, 0, flat ? 0 : channels * positions},
       .alignments = {address_alignment(executor->conv_col), address_alignment(weights),
-                     !flat && is_io(y) ? EMBER_CUDA_GEMM_IO_ALIGNMENT
-                                       : address_alignment(d_address)},
+                     d_alignment},
       .max_workspace = EMBER_CUDA_MAX_WORKSPACE,
       .device = executor->device_ordinal,
   };
@@ -2619,7 +2650,7 @@ static ember_status* build_conv2d_gemm(ember_cuda_executor* executor, uint32_t i
 
   ember_k_im2col_params p = {0};
   p.col = executor->conv_col; /* not a tensor: never patched */
-  p.n = images, p.c = x->dims[1], p.h = x->dims[2], p.w = x->dims[3];
+  p.n = flat ? images : chunk, p.c = x->dims[1], p.h = x->dims[2], p.w = x->dims[3];
   p.kh = w->dims[2], p.kw = w->dims[3], p.oh = y->dims[2], p.ow = y->dims[3];
   p.stride_h = ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_STRIDE_H);
   p.stride_w = ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_STRIDE_W);
@@ -2630,17 +2661,26 @@ static ember_status* build_conv2d_gemm(ember_cuda_executor* executor, uint32_t i
   p.rows = rows;
   p.image_major = !flat;
   set_im2col_index32(&p);
-  const uint64_t col_bytes = (uint64_t)(p.n * rows * positions) * ember_dtype_size(y->dtype);
-  ember_cuda_step* im2col = add_kernel_step(
-      executor, i, EMBER_CUDA_KERNEL_IM2COL + ember_cuda_dtype_index(y->dtype),
-      grid_for_vectors(executor, col_bytes), &p, sizeof p);
-  add_ref(executor, im2col, ember_plan_op_input(plan, op, 0), offsetof(ember_k_im2col_params, x));
-
-  ember_cuda_step* step = add_step(executor, i);
-  step->is_gemm = true;
-  step->gemm = executor->num_gemms - 1;
-  step->fixed[GEMM_A] = executor->conv_col;
-  step->fixed[GEMM_B] = weights;
+  const uint64_t col_bytes = (uint64_t)(p.n * rows * positions) * es;
+  const int64_t chunks = flat ? 1 : images / chunk;
+  ember_cuda_step* step = NULL;
+  for (int64_t c = 0; c < chunks; ++c) {
+    ember_cuda_step* im2col = add_kernel_step(
+        executor, i, EMBER_CUDA_KERNEL_IM2COL + ember_cuda_dtype_index(y->dtype),
+        grid_for_vectors(executor, col_bytes), &p, sizeof p);
+    add_ref_at(executor, im2col, ember_plan_op_input(plan, op, 0),
+               offsetof(ember_k_im2col_params, x), (uint64_t)c * x_chunk_bytes);
+    step = add_step(executor, i);
+    step->is_gemm = true;
+    step->gemm = executor->num_gemms - 1;
+    step->fixed[GEMM_A] = executor->conv_col;
+    step->fixed[GEMM_B] = weights;
+    if (flat) break;
+    add_ref_at(executor, step, y_index, GEMM_D, (uint64_t)c * y_chunk_bytes);
+    if (residual != EMBER_PLAN_NO_INDEX) {
+      add_ref_at(executor, step, residual, GEMM_C, (uint64_t)c * y_chunk_bytes);
+    }
+  }
   if (flat) {
     step->fixed[GEMM_D] = executor->conv_out;
     /* y [N, O, P] from conv_out [O, N, P]. */
@@ -2654,10 +2694,8 @@ static ember_status* build_conv2d_gemm(ember_cuda_executor* executor, uint32_t i
         grid_for_elements(executor, gather_launch_count(&g)), &g, sizeof g);
     add_ref(executor, move, y_index, offsetof(ember_k_gather_params, y));
   } else {
-    add_ref(executor, step, y_index, GEMM_D);
     if (is_io(y)) executor->io_alignment[io_slot(executor, y)] = EMBER_CUDA_GEMM_IO_ALIGNMENT;
     if (residual != EMBER_PLAN_NO_INDEX) {
-      add_ref(executor, step, residual, GEMM_C);
       const ember_tensor_desc* r = &plan->tensors[residual];
       if (is_io(r)) executor->io_alignment[io_slot(executor, r)] = EMBER_CUDA_GEMM_IO_ALIGNMENT;
       ++executor->conv_residuals;
@@ -2845,11 +2883,17 @@ static void build_pool2d(ember_cuda_executor* executor, uint32_t i) {
   add_ref(executor, step, ember_plan_op_output(plan, op, 0), offsetof(ember_k_pool2d_params, y));
 }
 
-/* Steps op i can add: a GEMM and its bias_act, CONV2D's and SDPA's three, or one copy
- * per CAT input. */
-static uint64_t max_steps_of(const ember_op_desc* op) {
-  if (op->opcode == EMBER_OP_SDPA) return 3u;   /* GEMM, softmax, GEMM */
-  if (op->opcode == EMBER_OP_CONV2D) return 3u; /* im2col, GEMM, gather into NCHW */
+/* Steps op can add: a GEMM and its bias_act, SDPA's three, CONV2D's im2col and GEMM per
+ * chunk of images and then a gather into NCHW or a RELU (at least three), or one copy per
+ * CAT input. */
+static uint64_t max_steps_of(const ember_plan* plan, const ember_op_desc* op) {
+  if (op->opcode == EMBER_OP_SDPA) return 3u; /* GEMM, softmax, GEMM */
+  if (op->opcode == EMBER_OP_CONV2D) {
+    uint64_t col, weight, flat;
+    if (!conv_gemm_sizes(plan, op, &col, &weight, &flat) || flat != 0) return 3u;
+    const ember_tensor_desc* y = ember_plan_op_output_tensor(plan, op, 0);
+    return 2u * ((uint64_t)y->dims[0] / conv_gemm_chunk_images(plan, op)) + 1u;
+  }
   return op->opcode == EMBER_OP_CAT && op->num_inputs > 2 ? op->num_inputs : 2u;
 }
 
@@ -2908,7 +2952,7 @@ static ember_status* build_steps(ember_cuda_executor* executor, size_t* out_work
   const ember_plan* plan = executor->plan;
   *out_workspace = 0;
   uint64_t max_steps = 0;
-  for (uint32_t i = 0; i < plan->num_ops; ++i) max_steps += max_steps_of(&plan->ops[i]);
+  for (uint32_t i = 0; i < plan->num_ops; ++i) max_steps += max_steps_of(plan, &plan->ops[i]);
   size_t steps_bytes;
   if (!ember_u64_to_size(max_steps * sizeof(ember_cuda_step), &steps_bytes)) {
     return ember_status_make(EMBER_OUT_OF_MEMORY, "cuda executor: too many ops");
@@ -3008,8 +3052,8 @@ static ember_status* enqueue_gemm_step(ember_cuda_executor* executor, ember_cuda
   uint64_t addresses[5] = {step->fixed[0], step->fixed[1], step->fixed[2], step->fixed[3],
                            step->fixed[4]};
   for (uint32_t r = 0; r < step->num_refs; ++r) {
-    addresses[step->refs[r].slot] = tensor_address(executor, step->refs[r].tensor);
-    step->baked[r] = addresses[step->refs[r].slot];
+    step->baked[r] = tensor_address(executor, step->refs[r].tensor);
+    addresses[step->refs[r].slot] = step->baked[r] + step->refs[r].offset;
   }
   return ember_cuda_gemm_enqueue(executor->lt, executor->lt_handle,
                                  &executor->gemms[step->gemm], addresses[GEMM_A],
@@ -3784,11 +3828,14 @@ void ember_cuda_executor_get_info(const ember_executor* base,
   out_info->channels_last_tensors = executor->channels_last_tensors;
   out_info->conv_wgmma = uses_conv_wgmma(executor);
   out_info->fused_residuals = executor->conv_residuals;
+  uint32_t last_conv_gemm = UINT32_MAX; /* a conv's chunks are consecutive steps */
   for (uint32_t s = 0; s < executor->num_steps; ++s) {
     const ember_cuda_step* step = &executor->steps[s];
     if (step->is_gemm && executor->plan->ops[step->op_index].opcode == EMBER_OP_CONV2D) {
-      ++out_info->conv_gemms;
+      ++out_info->conv_gemm_chunks;
+      if (step->op_index != last_conv_gemm) ++out_info->conv_gemms;
       if (step->fixed[GEMM_D] != 0) ++out_info->conv_gemms_flat;
+      last_conv_gemm = step->op_index;
     }
     const ember_op_desc* op = &executor->plan->ops[step->op_index];
     if (!step->is_gemm && linear_takes_gemv(executor->plan, op)) {

@@ -576,7 +576,11 @@ def issue5_cases():
              ("stem", [1, 3, 32, 32], 16, 7, 7, (2, 2), (3, 3), (1, 1), 1, False),
              # Two images of 48x48 positions (above the executor's 2048): one GEMM per
              # image; the cases above with two images run as one GEMM over both.
-             ("per_image", [2, 5, 48, 48], 6, 3, 3, (1, 1), (1, 1), (1, 1), 1, True)]
+             ("per_image", [2, 5, 48, 48], 6, 3, 3, (1, 1), (1, 1), (1, 1), 1, True),
+             # Six images whose col (8 rows of 2048x2048 positions: 64 MiB an image in
+             # float16, 128 in float32) passes the executor's 256 MiB im2col bound: im2col
+             # and the GEMM take 3 images at a time in float16 and bfloat16, 2 in float32.
+             ("col_chunks", [6, 3, 2048, 2048], 1, 1, 1, (1, 1), (0, 0), (1, 1), 1, True)]
     for name, x_shape, o, kh, kw, stride, pad, dil, groups, bias in convs:
         def build(p, x_shape=x_shape, o=o, kh=kh, kw=kw, stride=stride, pad=pad, dil=dil,
                   groups=groups, bias=bias):

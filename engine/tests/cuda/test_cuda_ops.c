@@ -274,17 +274,24 @@ static const struct {
 
 /* CONV2D cases and how many of their convs run as im2col + cuBLASLt GEMM (groups 1 with
  * constant weights) rather than the direct kernel (groups, depthwise, a weight input),
- * and how many of those as one GEMM over all images (several images of few positions). */
+ * how many of those as one GEMM over all images (several images of few positions), and
+ * how many im2col + GEMM pairs they take in float16 or bfloat16 and in float32 (0: one
+ * per conv; more where a chunk of the images fills the col buffer). */
 static const struct {
   const char* prefix;
   uint32_t conv_gemms;
   uint32_t flat;
+  uint32_t chunks;
+  uint32_t chunks_f32;
 } kConv[] = {
-    {"conv2d_pad1_", 1, 1},     {"conv2d_stride2_", 1, 1},   {"conv2d_dilation2_", 1, 0},
-    {"conv2d_1x1_", 1, 1},      {"conv2d_rect_", 1, 0},      {"conv2d_stem_", 1, 0},
-    {"conv2d_per_image_", 1, 0}, {"conv2d_relu_chain_", 3, 3}, {"conv2d_relu_groups_", 0, 0},
-    {"conv2d_groups2_", 0, 0},  {"conv2d_depthwise_", 0, 0}, {"conv2d_weight_input_", 0, 0},
-    {"convnet_block_", 2, 2}, /* its third conv is depthwise */
+    {"conv2d_col_chunks_", 1, 0, 2, 3},
+    {"conv2d_pad1_", 1, 1, 0, 0}, {"conv2d_stride2_", 1, 1, 0, 0},
+    {"conv2d_dilation2_", 1, 0, 0, 0}, {"conv2d_1x1_", 1, 1, 0, 0},
+    {"conv2d_rect_", 1, 0, 0, 0}, {"conv2d_stem_", 1, 0, 0, 0},
+    {"conv2d_per_image_", 1, 0, 0, 0}, {"conv2d_relu_chain_", 3, 3, 0, 0},
+    {"conv2d_relu_groups_", 0, 0, 0, 0}, {"conv2d_groups2_", 0, 0, 0, 0},
+    {"conv2d_depthwise_", 0, 0, 0, 0}, {"conv2d_weight_input_", 0, 0, 0, 0},
+    {"convnet_block_", 2, 2, 0, 0}, /* its third conv is depthwise */
 };
 
 /* CONV2D cases on the implicit-GEMM tensor-core kernel in float16 and bfloat16: how many
@@ -427,9 +434,14 @@ static void run_op_case(const char* dir, const char* name, double low, double hi
   }
   for (size_t c = 0; c < sizeof kConv / sizeof kConv[0]; ++c) {
     if (strncmp(name, kConv[c].prefix, strlen(kConv[c].prefix)) == 0) {
-      EXPECT(info.conv_gemms == kConv[c].conv_gemms && info.conv_gemms_flat == kConv[c].flat,
-             "%s: %u CONV2D ran as im2col + GEMM (%u over all images), expected %u (%u)",
-             name, info.conv_gemms, info.conv_gemms_flat, kConv[c].conv_gemms, kConv[c].flat);
+      const uint32_t listed = ends_with(name, "_f32") ? kConv[c].chunks_f32 : kConv[c].chunks;
+      const uint32_t chunks = listed != 0 ? listed : kConv[c].conv_gemms;
+      EXPECT(info.conv_gemms == kConv[c].conv_gemms && info.conv_gemms_flat == kConv[c].flat &&
+                 info.conv_gemm_chunks == chunks,
+             "%s: %u CONV2D ran as im2col + GEMM (%u over all images, %u chunks), expected %u "
+             "(%u, %u)", name, info.conv_gemms, info.conv_gemms_flat, info.conv_gemm_chunks,
+             kConv[c].conv_gemms, kConv[c].flat, chunks);
+      break;
     }
   }
   for (size_t c = 0; c < sizeof kIgemm / sizeof kIgemm[0]; ++c) {

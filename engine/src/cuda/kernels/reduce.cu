@@ -13,12 +13,16 @@ __device__ __forceinline__ float nan_max(float a, float b) {
 
 __device__ __forceinline__ int64_t walk_offset(int64_t index, uint32_t rank, const int64_t* dims,
                                                const int64_t* strides) {
+  if (rank == 0) return 0;
   int64_t offset = 0;
-  for (int d = (int)rank - 1; d >= 0; --d) {
+  for (int d = (int)rank - 1; d > 0; --d) {
     offset += (index % dims[d]) * strides[d];
     index /= dims[d];
   }
-  return offset;
+  /* index < dims[0] by now: no division for the outermost dim, so a walk over one merged
+   * dim (resnet's global average pool: both walks) divides nothing. 64-bit divisions per
+   * element made that pool 17 us at batch 64. */
+  return offset + index * strides[0];
 }
 
 __device__ __forceinline__ float combine(int op, float acc, float v) {
