@@ -653,7 +653,10 @@ static uint32_t conv_last_fused(const ember_cuda_executor* executor, uint32_t i)
  * takes the same bytes as NCHW) at a 16-byte aligned offset, and, when it shares bytes with the residual of the conv
  * that writes it (each element is read where it is then written), both are in the same
  * layout. Runs after plan_fusions. */
-static ember_status* plan_channels_last(ember_cuda_executor* executor) {
+static ember_status* relocate_tensor(ember_cuda_executor* executor, uint32_t t,
+                                     uint64_t* in_out_extra);
+
+static ember_status* plan_channels_last(ember_cuda_executor* executor, uint64_t* in_out_extra) {
   const ember_plan* plan = executor->plan;
   executor->channels_last = calloc(plan->num_tensors, sizeof(bool));
   bool* read_otherwise = calloc(plan->num_tensors, sizeof(bool));
@@ -685,9 +688,14 @@ static ember_status* plan_channels_last(ember_cuda_executor* executor) {
     if (read_otherwise[t]) executor->channels_last[t] = false;
   }
   free(read_otherwise);
-  /* A conv whose output shares its residual's bytes needs both in one layout: drop the
-   * one that is channels last until none differs (dropping is always allowed). */
-  for (bool changed = true; changed;) {
+  /* A conv whose output shares its residual's bytes needs both in one layout. An output
+   * that is channels last over an NCHW residual moves to bytes of its own (resnet18 at
+   * batch 64: the first block's residual is the max pool's output, and dropping the
+   * block's output to NCHW cascaded through every block whose residual shares bytes with
+   * its output, 3 packs of ~22 us); otherwise the residual, channels last, drops to NCHW
+   * with the output (dropping is always allowed), until none differs. */
+  ember_status* status = NULL;
+  for (bool changed = true; changed && status == NULL;) {
     changed = false;
     for (uint32_t i = 0; i < plan->num_ops; ++i) {
       if (plan->ops[i].opcode != EMBER_OP_CONV2D || !executor->conv_residual[i]) continue;
@@ -700,7 +708,12 @@ static ember_status* plan_channels_last(ember_cuda_executor* executor) {
                           executor->relocated[y] == UINT64_MAX &&
                           ember_ranges_overlap(yd->data_offset, yd->nbytes, rd->data_offset, rd->nbytes);
       if (shared && executor->channels_last[y] != executor->channels_last[r]) {
-        executor->channels_last[y] = executor->channels_last[r] = false;
+        if (executor->channels_last[y]) {
+          status = relocate_tensor(executor, y, in_out_extra);
+          if (status != NULL) break;
+        } else {
+          executor->channels_last[r] = false;
+        }
         changed = true;
       }
     }
@@ -708,7 +721,7 @@ static ember_status* plan_channels_last(ember_cuda_executor* executor) {
   for (uint32_t t = 0; t < plan->num_tensors; ++t) {
     if (executor->channels_last[t]) ++executor->channels_last_tensors;
   }
-  return NULL;
+  return status;
 }
 
 /* Decides, before memory is allocated, which GEMMs take the next op into their epilogue
@@ -736,8 +749,6 @@ static ember_status* plan_fusions(ember_cuda_executor* executor, uint64_t* out_e
       ++readers[ember_plan_op_input(plan, &plan->ops[i], k)];
     }
   }
-  uint64_t base, extra = 0;
-  if (!ember_checked_align_u64(plan->arena_size, EMBER_CUDA_ALIGNMENT, &base)) base = UINT64_MAX;
   ember_status* status = NULL;
   for (uint32_t i = 0; i + 1 < plan->num_ops && status == NULL; ++i) {
     /* A conv that takes its residual ADD (and the RELU after that) writes the last one's
@@ -775,23 +786,29 @@ static ember_status* plan_fusions(ember_cuda_executor* executor, uint64_t* out_e
         overlaps = true;
       }
     }
-    if (overlaps) {
-      uint64_t size, offset, end;
-      if (!ember_checked_align_u64(y->nbytes, EMBER_CUDA_ALIGNMENT, &size) ||
-          !ember_checked_add_u64(base, extra, &offset) ||
-          !ember_checked_add_u64(offset, size, &end)) {
-        status = ember_status_make(EMBER_OUT_OF_MEMORY, "cuda executor: arena size overflows");
-        break;
-      }
-      executor->relocated[y_index] = offset;
-      extra += size;
-      ++executor->relocations;
-    }
+    if (overlaps) status = relocate_tensor(executor, y_index, out_extra);
     i = last; /* the ops fused into op i are taken */
   }
   free(readers);
-  if (status == NULL && extra > 0) *out_extra = (base - plan->arena_size) + extra;
   return status;
+}
+
+/* Moves intermediate t to bytes of its own past the plan's arena: *in_out_extra is the
+ * bytes the arena needs past plan->arena_size, before and after. */
+static ember_status* relocate_tensor(ember_cuda_executor* executor, uint32_t t,
+                                     uint64_t* in_out_extra) {
+  const ember_plan* plan = executor->plan;
+  uint64_t offset, size, end;
+  if (!ember_checked_add_u64(plan->arena_size, *in_out_extra, &offset) ||
+      !ember_checked_align_u64(offset, EMBER_CUDA_ALIGNMENT, &offset) ||
+      !ember_checked_align_u64(plan->tensors[t].nbytes, EMBER_CUDA_ALIGNMENT, &size) ||
+      !ember_checked_add_u64(offset, size, &end)) {
+    return ember_status_make(EMBER_OUT_OF_MEMORY, "cuda executor: arena size overflows");
+  }
+  executor->relocated[t] = offset;
+  *in_out_extra = end - plan->arena_size;
+  ++executor->relocations;
+  return NULL;
 }
 
 /* LINEAR op i as the gemv kernel (linear_takes_gemv) with its bias and, when `fused` is
@@ -3721,7 +3738,7 @@ static ember_status* prepare_in_context(ember_cuda_executor* executor) {
   ember_cuda_init_timer_mark(timer, "cublasLtCreate (if GEMMs)");
   uint64_t extra_arena;
   EMBER_RETURN_IF_ERROR(plan_fusions(executor, &extra_arena));
-  EMBER_RETURN_IF_ERROR(plan_channels_last(executor));
+  EMBER_RETURN_IF_ERROR(plan_channels_last(executor, &extra_arena));
   EMBER_RETURN_IF_ERROR(plan_sdpa_folds(executor, &extra_arena));
   EMBER_RETURN_IF_ERROR(allocate_memory(executor, extra_arena));
   EMBER_RETURN_IF_ERROR(allocate_embedding_error(executor));

@@ -693,6 +693,18 @@ def issue5_cases():
             t = p.op(pw.Op.RELU, [s], p.out(igemm_shape) if block == 1 else p.tmp(igemm_shape))
     yield "conv2d_igemm_chain", -1.0, 1.0, build_igemm_chain
 
+    # The same two blocks after a RELU (resnet's max pool): the first block's residual is
+    # an NCHW intermediate, and the arena puts that block's output on its bytes. The
+    # output stays channels last on bytes of its own, so the second block reads it
+    # without a pack: one pack (the RELU's output), three tensors kept channels last.
+    def build_igemm_relocated_chain(p):
+        t = p.op(pw.Op.RELU, [p.input(igemm_shape)], p.tmp(igemm_shape))
+        for block in range(2):
+            c = igemm_conv(p, igemm_conv(p, t, relu_after=True))
+            s = p.op(pw.Op.ADD, [c, t], p.tmp(igemm_shape))
+            t = p.op(pw.Op.RELU, [s], p.out(igemm_shape) if block == 1 else p.tmp(igemm_shape))
+    yield "conv2d_igemm_relocated_chain", -1.0, 1.0, build_igemm_relocated_chain
+
     # 136 channels between two 1x1 convs: kept channels last on the 128-channel tile,
     # whose second tile holds 8.
     def build_igemm_wide_chain(p):

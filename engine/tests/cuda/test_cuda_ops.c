@@ -326,6 +326,9 @@ static const struct {
     {"conv2d_igemm_tiles96_", 1, 0, 0, 0, 1, 0, true},
     /* Both inner RELUs and the first block's output. */
     {"conv2d_igemm_chain_", 4, 0, 2, 4, 1, 3, false},
+    /* The first block's output shares its NCHW residual's bytes: it moves, staying
+     * channels last (else it would be packed for the second block: 2 packs, 2 kept). */
+    {"conv2d_igemm_relocated_chain_", 4, 0, 2, 4, 1, 3, false},
     {"conv2d_igemm_wide_chain_", 2, 0, 0, 1, 1, 1, false},
     /* A block too small for the kernel in every dtype: im2col + GEMM, the residual as the
      * second GEMM's C, both RELUs in the epilogues. */
