@@ -7,6 +7,7 @@ namespace ember {
 
 /* The ops past the activations, with the formulas of cpu_ops_elementwise.c in float32
  * (IEEE sqrt and division, so RSQRT is 1 / sqrt(x), not the approximate rsqrtf). */
+template <typename T>
 __device__ __forceinline__ float apply_unary(int op, const ember_k_unary_params& p, float x) {
   switch (op) {
     case EMBER_K_UNARY_NEG: return -x;
@@ -21,7 +22,7 @@ __device__ __forceinline__ float apply_unary(int op, const ember_k_unary_params&
       if (isnan(x)) return x;
       x = x < p.clamp_min ? p.clamp_min : x;
       return x > p.clamp_max ? p.clamp_max : x;
-    default: return activate(op, x);
+    default: return activate_as<T>(op, x);
   }
 }
 
@@ -34,7 +35,7 @@ __device__ void unary_vectors(const ember_k_unary_params& p, uint32_t vectors) {
     Vec16<T> in, out;
     in.load(p.x, v);
 #pragma unroll
-    for (int k = 0; k < Vec16<T>::kCount; ++k) out.set(k, apply_unary(op, p, in.get(k)));
+    for (int k = 0; k < Vec16<T>::kCount; ++k) out.set(k, apply_unary<T>(op, p, in.get(k)));
     out.store(p.y, v);
   }
 }
@@ -57,7 +58,7 @@ __device__ void unary(const ember_k_unary_params& p) {
   }
   /* The tail past the last whole vector, or everything when unaligned or huge. */
   for (int64_t i = done + global_thread(); i < count; i += global_stride()) {
-    store<T>(p.y, i, apply_unary(p.op, p, load<T>(p.x, i)));
+    store<T>(p.y, i, apply_unary<T>(p.op, p, load<T>(p.x, i)));
   }
 }
 
@@ -77,7 +78,7 @@ __device__ void bias_act_vectors(const ember_k_bias_act_params& p, uint32_t vect
         x += load<T>(p.bias, col);
         if (++col == cols) col = 0;
       }
-      val.set(k, activate(p.act, x));
+      val.set(k, activate_as<T>(p.act, x));
     }
     val.store(p.y, v);
   }
@@ -95,7 +96,7 @@ __device__ void bias_act(const ember_k_bias_act_params& p) {
   for (int64_t i = done + global_thread(); i < count; i += global_stride()) {
     float v = p.zero_input ? 0.0f : load<T>(p.y, i);
     if (p.has_bias) v += load<T>(p.bias, i % p.cols);
-    store<T>(p.y, i, activate(p.act, v));
+    store<T>(p.y, i, activate_as<T>(p.act, v));
   }
 }
 

@@ -68,7 +68,7 @@ __device__ __forceinline__ void gemv_rows(const ember_k_gemv_params& p) {
 #pragma unroll
     for (int r = 0; r < ROWS; ++r) {
       const float sum = warp_sum(acc[r]);
-      if (lane == r) store<T>(p.y, r * p.cols + col, activate(p.act, sum + bias));
+      if (lane == r) store<T>(p.y, r * p.cols + col, activate_as<T>(p.act, sum + bias));
     }
   }
 }
