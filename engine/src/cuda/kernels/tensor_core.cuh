@@ -53,36 +53,33 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t add
 /* d += a·b for one m16n8k16 tile (b0, b1: the B fragment's two registers); and two floats
  * as the register of two elements that an A fragment or a store takes (lo in the low
  * half: the lower column), rounded to nearest even. */
+/* The m16n8k16 MMA with float32 accumulators on A and B of PTX type AB (f16 or bf16). */
+#define EMBER_MMA_M16N8K16(AB, d, a, b0, b1)                                             \
+  asm("mma.sync.aligned.m16n8k16.row.col.f32." AB "." AB ".f32 {%0, %1, %2, %3}, "       \
+      "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"                                  \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                   \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1))
+
 template <typename T>
-struct Mma;
-
-template <>
-struct Mma<__half> {
+struct Mma {
+  static_assert(sizeof(T) == 2, "float16 or bfloat16");
+  static constexpr bool kHalf = std::is_same<T, __half>::value;
   static __device__ __forceinline__ void run(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
                                              uint32_t b1) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
-        "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    if constexpr (kHalf) {
+      EMBER_MMA_M16N8K16("f16", d, a, b0, b1);
+    } else {
+      EMBER_MMA_M16N8K16("bf16", d, a, b0, b1);
+    }
   }
   static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-    const __half2 h = __floats2half2_rn(lo, hi); /* .x (low half) = lo */
-    return (uint32_t)__half_as_ushort(h.x) | (uint32_t)__half_as_ushort(h.y) << 16;
-  }
-};
-
-template <>
-struct Mma<__nv_bfloat16> {
-  static __device__ __forceinline__ void run(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
-                                             uint32_t b1) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
-        "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-    const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-    return (uint32_t)__bfloat16_as_ushort(h.x) | (uint32_t)__bfloat16_as_ushort(h.y) << 16;
+    if constexpr (kHalf) {
+      const __half2 h = __floats2half2_rn(lo, hi); /* .x (low half) = lo */
+      return (uint32_t)__half_as_ushort(h.x) | (uint32_t)__half_as_ushort(h.y) << 16;
+    } else {
+      const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+      return (uint32_t)__bfloat16_as_ushort(h.x) | (uint32_t)__bfloat16_as_ushort(h.y) << 16;
+    }
   }
 };
 
