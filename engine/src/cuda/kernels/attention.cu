@@ -548,22 +548,27 @@ extern __shared__ uint4 ember_sdpa_flash_smem[];
  * 128 a thread without spilling (ptxas -v), and 4 x 24 KiB of shared memory at e 64. */
 #define EMBER_SDPA_FLASH_BOUNDS __launch_bounds__(EMBER_K_SDPA_FLASH_THREADS, 4)
 
-extern "C" __global__ void EMBER_SDPA_FLASH_BOUNDS
-    ember_sdpa_flash_f16(const ember_k_sdpa_flash_params p) {
+namespace ember {
+namespace flash {
+/* The entry points' body: the head dim picks the instantiation. */
+template <typename T>
+__device__ __forceinline__ void sdpa_flash_entry(const ember_k_sdpa_flash_params& p) {
   uint16_t* smem = reinterpret_cast<uint16_t*>(ember_sdpa_flash_smem);
   if (p.e == 128) {
-    ember::flash::sdpa_flash<__half, 128>(p, smem);
+    sdpa_flash<T, 128>(p, smem);
   } else {
-    ember::flash::sdpa_flash<__half, 64>(p, smem);
+    sdpa_flash<T, 64>(p, smem);
   }
+}
+}  // namespace flash
+}  // namespace ember
+
+extern "C" __global__ void EMBER_SDPA_FLASH_BOUNDS
+    ember_sdpa_flash_f16(const ember_k_sdpa_flash_params p) {
+  ember::flash::sdpa_flash_entry<__half>(p);
 }
 
 extern "C" __global__ void EMBER_SDPA_FLASH_BOUNDS
     ember_sdpa_flash_bf16(const ember_k_sdpa_flash_params p) {
-  uint16_t* smem = reinterpret_cast<uint16_t*>(ember_sdpa_flash_smem);
-  if (p.e == 128) {
-    ember::flash::sdpa_flash<__nv_bfloat16, 128>(p, smem);
-  } else {
-    ember::flash::sdpa_flash<__nv_bfloat16, 64>(p, smem);
-  }
+  ember::flash::sdpa_flash_entry<__nv_bfloat16>(p);
 }
