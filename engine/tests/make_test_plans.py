@@ -1610,6 +1610,10 @@ def malformed_cases():
     f = lambda: Plan(F)  # noqa: E731
     add("conv_groups_mismatch", d().op_attr(0, 6, 3),
         "op 0 (CONV2D): groups 3 does not fit x [1, 2, 5, 5] and weight [2, 1, 3, 3]")
+    # Zero elements, so dims[1] * groups overflows without any nbytes check catching it.
+    add("conv_groups_overflow",
+        d().dims(1, [0, 2**62, 3, 3]).tensor(1, "nbytes", 0).op_attr(0, 6, 2),
+        "op 0 (CONV2D): groups 2 does not fit x [1, 2, 5, 5] and weight [0, 4611686018427387904")
     add("conv_zero_stride", d().op_attr(0, 0, 0), "op 0 (CONV2D): attr 0 is 0")
     add("conv_output_shape", d().op_attr(0, 2, 0),
         "op 0 (CONV2D): output 'c' has shape [1, 2, 5, 5], expected [1, 2, 3, 5]")
