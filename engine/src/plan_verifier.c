@@ -648,7 +648,7 @@ static ember_status* verify_conv2d(const op_context* ctx) {
   }
   const int64_t groups = a[EMBER_ATTR_CONV_GROUPS];
   const int64_t c = x->dims[1], o = w->dims[0];
-  // c / groups, not dims[1] * groups: a fuzzed zero-element weight can have any dims[1].
+  /* c / groups, not dims[1] * groups: a zero-element weight can have any dims[1]. */
   if (c % groups != 0 || o % groups != 0 || w->dims[1] != c / groups) {
     return OP_ERROR(ctx, "groups %" PRId64 " does not fit x %s and weight %s (C and O must be "
                     "multiples of groups, weight dims[1] = C / groups)",
