@@ -25,6 +25,7 @@ static void settings_read(void) {
   settings.executor = EMBER_EXECUTOR_AUTO;
   settings.cuda_graphs = true;
   settings.cuda_wgmma = true;
+  settings.cuda_conv_nhwc_gemm = true;
   const char* executor = getenv("EMBER_EXECUTOR");
   if (executor != NULL && executor[0] != '\0') {
     if (strcmp(executor, "cpu") == 0) {
@@ -44,6 +45,7 @@ static void settings_read(void) {
   }
   read_flag("EMBER_CUDA_GRAPHS", &settings.cuda_graphs);
   read_flag("EMBER_CUDA_WGMMA", &settings.cuda_wgmma);
+  read_flag("EMBER_CUDA_CONV_NHWC_GEMM", &settings.cuda_conv_nhwc_gemm);
   read_flag("EMBER_CUDA_PROFILE", &settings.cuda_profile);
 }
 

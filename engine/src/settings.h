@@ -10,6 +10,9 @@
  *   EMBER_CUDA_WGMMA=0|1           0: convs that take the implicit-GEMM kernel run on its
  *                                  mma.sync form even on a GPU with wgmma (default 1).
  *                                  For testing that form on Hopper, and measurement.
+ *   EMBER_CUDA_CONV_NHWC_GEMM=0|1  0: convs too small for the implicit-GEMM kernel run as
+ *                                  im2col + GEMM in NCHW only, not channels last with
+ *                                  the output channels as M (default 1). For measurement.
  *   EMBER_CUDA_PROFILE=0|1         1: the CUDA executor times each step of every run with
  *                                  CUDA events (steps launched one by one, no graph) and
  *                                  prints where the time went to stderr when the program
@@ -29,6 +32,7 @@ typedef struct ember_settings {
   ember_executor_kind executor;
   bool cuda_graphs;
   bool cuda_wgmma;
+  bool cuda_conv_nhwc_gemm;
   bool cuda_profile;
   /* Non-empty when a variable holds a value that means nothing: the error to report. */
   char invalid_message[160];

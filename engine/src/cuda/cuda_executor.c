@@ -113,6 +113,11 @@ typedef struct ember_cuda_executor {
   uint32_t conv_igemms;
   uint32_t conv_wgmmas; /* of those, on the wgmma kernel */
   uint32_t conv_residuals;
+  /* Per op: a CONV2D too small for the implicit-GEMM kernel that runs as im2col from
+   * channels last + cuBLASLt with its output channels last (plan_channels_last decides,
+   * build_conv2d_gemm_nhwc builds it), and how many do. */
+  bool* conv_gemm_nhwc;
+  uint32_t conv_gemms_nhwc;
   /* The product [O, N·OH·OW] of a CONV2D that runs as one GEMM over all its images, before
    * it is moved into NCHW (the largest any such conv needs; 0 if none does). */
   CUdeviceptr conv_out;
@@ -589,6 +594,8 @@ static bool can_fuse_activation(const ember_plan* plan, uint32_t i, const uint32
 }
 
 static bool executor_conv_runs_igemm(const ember_cuda_executor* executor, const ember_op_desc* op);
+static bool executor_conv_may_run_gemm_nhwc(const ember_cuda_executor* executor,
+                                            const ember_op_desc* op);
 static bool conv_gemm_sizes(const ember_plan* plan, const ember_op_desc* op,
                             uint64_t* out_col_bytes, uint64_t* out_weight_bytes,
                             uint64_t* out_flat_bytes);
@@ -645,29 +652,48 @@ static uint32_t conv_last_fused(const ember_cuda_executor* executor, uint32_t i)
   return last;
 }
 
-/* Decides which tensors stay channels last between implicit-GEMM convs, so that the conv
- * that reads one needs no pack (resnet18 at batch 64 packed 19 inputs, ~200 us): tensor t
- * qualifies when such a conv writes it (after what it fuses), every op that reads it is
- * such a conv reading it as input, or the ADD such a conv fuses, reading it as residual,
- * it is an intermediate of 4 dims whose channels are a multiple of 8 (so channels last
- * takes the same bytes as NCHW) at a 16-byte aligned offset, and, when it shares bytes with the residual of the conv
- * that writes it (each element is read where it is then written), both are in the same
- * layout. Runs after plan_fusions. */
+/* Decides which tensors stay channels last between convs that read and write that
+ * layout, so that the conv that reads one needs no pack (resnet18 at batch 64 packed 19
+ * inputs, ~200 us). Those convs: the implicit-GEMM kernel's, and the ones too small for
+ * it that may run as im2col from channels last + cuBLASLt (executor_conv_may_run_gemm_nhwc:
+ * resnet18 at batch 1, whose GEMMs with the output channels as M ran 30-50% faster in
+ * layer3 and layer4 on the H200). Tensor t qualifies when such a conv writes it (after
+ * what it fuses), every op that reads it is such a conv reading it as input, or the ADD
+ * such a conv fuses, reading it as residual, or a REDUCE (which walks any strides:
+ * resnet's global average pool), it is an intermediate of 4 dims whose channels are a
+ * multiple of 8 (so channels last takes the same bytes as NCHW) at a 16-byte aligned
+ * offset, and the layout rules below hold. Runs after plan_fusions; sets conv_gemm_nhwc. */
 static ember_status* relocate_tensor(ember_cuda_executor* executor, uint32_t t,
                                      uint64_t* in_out_extra);
+
+/* Sets tensor t to NCHW; whether it was channels last. */
+static bool drop_channels_last(ember_cuda_executor* executor, uint32_t t) {
+  const bool was = executor->channels_last[t];
+  executor->channels_last[t] = false;
+  return was;
+}
+
+static bool is_reduce(ember_opcode opcode) {
+  return opcode == EMBER_OP_REDUCE_SUM || opcode == EMBER_OP_REDUCE_MEAN ||
+         opcode == EMBER_OP_REDUCE_MAX;
+}
 
 static ember_status* plan_channels_last(ember_cuda_executor* executor, uint64_t* in_out_extra) {
   const ember_plan* plan = executor->plan;
   executor->channels_last = calloc(plan->num_tensors, sizeof(bool));
+  executor->conv_gemm_nhwc = calloc(plan->num_ops == 0 ? 1 : plan->num_ops, sizeof(bool));
   bool* read_otherwise = calloc(plan->num_tensors, sizeof(bool));
-  if (executor->channels_last == NULL || read_otherwise == NULL) {
+  bool* may_nhwc = calloc(plan->num_ops == 0 ? 1 : plan->num_ops, sizeof(bool));
+  if (executor->channels_last == NULL || executor->conv_gemm_nhwc == NULL ||
+      read_otherwise == NULL || may_nhwc == NULL) {
     free(read_otherwise);
+    free(may_nhwc);
     return ember_status_make(EMBER_OUT_OF_MEMORY, "cuda executor: out of memory");
   }
   for (uint32_t i = 0; i < plan->num_ops; ++i) {
     const ember_op_desc* op = &plan->ops[i];
-    const bool igemm = op->opcode == EMBER_OP_CONV2D && executor_conv_runs_igemm(executor, op);
-    if (igemm) {
+    if (op->opcode == EMBER_OP_CONV2D) may_nhwc[i] = executor_conv_may_run_gemm_nhwc(executor, op);
+    if (op->opcode == EMBER_OP_CONV2D && (may_nhwc[i] || executor_conv_runs_igemm(executor, op))) {
       const uint32_t last = conv_last_fused(executor, i);
       const ember_tensor_desc* y = ember_plan_op_output_tensor(plan, &plan->ops[last], 0);
       if (y->storage == EMBER_STORAGE_INTERMEDIATE && y->rank == 4 && y->dims[1] % 8 == 0 &&
@@ -682,25 +708,40 @@ static ember_status* plan_channels_last(ember_cuda_executor* executor, uint64_t*
       i = last;
       continue;
     }
+    if (is_reduce(op->opcode) && ember_plan_op_input_tensor(plan, op, 0)->rank == 4) continue;
     for (uint32_t k = 0; k < op->num_inputs; ++k) read_otherwise[ember_plan_op_input(plan, op, k)] = true;
   }
   for (uint32_t t = 0; t < plan->num_tensors; ++t) {
     if (read_otherwise[t]) executor->channels_last[t] = false;
   }
   free(read_otherwise);
-  /* A conv whose output shares its residual's bytes needs both in one layout. An output
-   * that is channels last over an NCHW residual moves to bytes of its own (resnet18 at
-   * batch 64: the first block's residual is the max pool's output, and dropping the
-   * block's output to NCHW cascaded through every block whose residual shares bytes with
-   * its output, 3 packs of ~22 us); otherwise the residual, channels last, drops to NCHW
-   * with the output (dropping is always allowed), until none differs. */
+  /* Layout rules, applied until none changes anything (each only drops a tensor to NCHW
+   * or moves one, so this ends):
+   * - A conv that may run as im2col + cuBLASLt channels last does so only when its output
+   *   and its residual (cuBLASLt's C, which has D's layout) are both channels last; else
+   *   it runs im2col + GEMM in NCHW, which reads its input and residual NCHW.
+   * - A conv on the implicit-GEMM kernel whose output shares its residual's bytes needs
+   *   both in one layout. An output that is channels last over an NCHW residual moves to
+   *   bytes of its own (resnet18 at batch 64: the first block's residual is the max
+   *   pool's output, and dropping the block's output to NCHW cascaded through every block
+   *   whose residual shares bytes with its output, 3 packs of ~22 us); otherwise the
+   *   residual, channels last, drops to NCHW with the output. */
   ember_status* status = NULL;
   for (bool changed = true; changed && status == NULL;) {
     changed = false;
     for (uint32_t i = 0; i < plan->num_ops; ++i) {
-      if (plan->ops[i].opcode != EMBER_OP_CONV2D || !executor->conv_residual[i]) continue;
+      if (plan->ops[i].opcode != EMBER_OP_CONV2D) continue;
       const uint32_t y = ember_plan_op_output(plan, &plan->ops[conv_last_fused(executor, i)], 0);
-      const uint32_t r = residual_input(plan, i);
+      const uint32_t r = executor->conv_residual[i] ? residual_input(plan, i) : EMBER_PLAN_NO_INDEX;
+      if (may_nhwc[i]) {
+        if (!executor->channels_last[y] || (r != EMBER_PLAN_NO_INDEX && !executor->channels_last[r])) {
+          changed |= drop_channels_last(executor, y);
+          changed |= drop_channels_last(executor, ember_plan_op_input(plan, &plan->ops[i], 0));
+          if (r != EMBER_PLAN_NO_INDEX) changed |= drop_channels_last(executor, r);
+        }
+        continue;
+      }
+      if (r == EMBER_PLAN_NO_INDEX) continue;
       const ember_tensor_desc* yd = &plan->tensors[y];
       const ember_tensor_desc* rd = &plan->tensors[r];
       const bool shared = yd->storage == EMBER_STORAGE_INTERMEDIATE &&
@@ -718,6 +759,12 @@ static ember_status* plan_channels_last(ember_cuda_executor* executor, uint64_t*
       }
     }
   }
+  for (uint32_t i = 0; i < plan->num_ops; ++i) {
+    executor->conv_gemm_nhwc[i] =
+        may_nhwc[i] &&
+        executor->channels_last[ember_plan_op_output(plan, &plan->ops[conv_last_fused(executor, i)], 0)];
+  }
+  free(may_nhwc);
   for (uint32_t t = 0; t < plan->num_tensors; ++t) {
     if (executor->channels_last[t]) ++executor->channels_last_tensors;
   }
@@ -1209,6 +1256,12 @@ static void build_reduce(ember_cuda_executor* executor, uint32_t i) {
   const int64_t mask = ember_plan_op_attr(plan, op, EMBER_ATTR_REDUCE_DIM_MASK);
   int64_t strides[EMBER_MAX_RANK];
   contiguous_strides(x, strides);
+  if (executor->channels_last[ember_plan_op_input(plan, op, 0)]) {
+    /* [N, C, H, W] stored [N, H, W, C] (plan_channels_last): the walks take any strides. */
+    strides[3] = x->dims[1];
+    strides[2] = x->dims[3] * x->dims[1];
+    strides[1] = 1;
+  }
   ember_k_reduce_params p = {0};
   p.op = op->opcode == EMBER_OP_REDUCE_SUM    ? EMBER_K_REDUCE_SUM
          : op->opcode == EMBER_OP_REDUCE_MEAN ? EMBER_K_REDUCE_MEAN
@@ -2403,6 +2456,37 @@ static bool executor_conv_runs_igemm(const ember_cuda_executor* executor, const 
                                                    : EMBER_CUDA_CONV_IGEMM_MIN_TILES);
 }
 
+/* The col of CONV2D op (2-byte elements) on im2col from channels last + GEMM,
+ * [N·OH·OW][k_stride]: its bytes, when they are at most EMBER_CUDA_MAX_IM2COL and its
+ * 16-byte vectors fit int32 (the kernel's index). */
+static bool conv_nhwc_col_bytes(const ember_plan* plan, const ember_op_desc* op, uint64_t* out) {
+  const ember_tensor_desc* w = ember_plan_op_input_tensor(plan, op, 1);
+  const ember_tensor_desc* y = ember_plan_op_output_tensor(plan, op, 0);
+  const uint64_t positions = (uint64_t)(y->dims[0] * y->dims[2] * y->dims[3]);
+  uint64_t elements;
+  if (!ember_checked_mul_u64(positions, (uint64_t)conv_igemm_k_stride(w), &elements) ||
+      elements / 8u > INT32_MAX || elements * 2u > EMBER_CUDA_MAX_IM2COL) {
+    return false;
+  }
+  *out = elements * 2u;
+  return true;
+}
+
+/* Whether CONV2D op may run as im2col from channels last + cuBLASLt with the output
+ * channels as M, writing its output channels last (build_conv2d_gemm_nhwc): a conv the
+ * implicit-GEMM kernel could run (so it has that kernel's weights, and the kernel is its
+ * fallback where cuBLASLt has no algorithm) but with too few output tiles to fill the GPU,
+ * on an executor with cuBLASLt, whose col fits. Whether it does is plan_channels_last's
+ * call: only with its output channels last. */
+static bool executor_conv_may_run_gemm_nhwc(const ember_cuda_executor* executor,
+                                            const ember_op_desc* op) {
+  uint64_t col;
+  return ember_settings_get()->cuda_conv_nhwc_gemm && executor->lt_handle != NULL &&
+         executor->kernels.conv_igemm &&
+         !executor_conv_runs_igemm(executor, op) && conv_runs_igemm(executor->plan, op, 0) &&
+         conv_nhwc_col_bytes(executor->plan, op, &col);
+}
+
 /* Entries of a conv's tap table: one per 8 of K, whole BK tiles. */
 static uint64_t conv_igemm_table_entries(const ember_tensor_desc* w) {
   return (uint64_t)conv_igemm_k_tiles(w) * (EMBER_K_CONV_IGEMM_BK / 8u);
@@ -2438,7 +2522,9 @@ static void fill_conv_igemm_table(const ember_plan* plan, const ember_op_desc* o
  * channels), the bias (or 0) at column k_taps, zeros to k_stride. */
 static void fill_conv_igemm_weights(const ember_plan* plan, const ember_op_desc* op, uint8_t* out) {
   const ember_tensor_desc* w = ember_plan_op_input_tensor(plan, op, 1);
-  const size_t es = ember_dtype_size(w->dtype);
+  /* float16 or bfloat16 (conv_runs_igemm): a constant size makes each copy one 16-bit
+   * move, where a memcpy call per element took ~70 ms of resnet18's prepare on the H200. */
+  const size_t es = 2;
   const int64_t o_count = w->dims[0], c_count = w->dims[1], kh = w->dims[2], kw = w->dims[3];
   const int64_t cp = conv_packed_channels(c_count), k_taps = conv_igemm_k_taps(w);
   const int64_t k_stride = conv_igemm_k_stride(w);
@@ -2474,8 +2560,12 @@ static ember_status* prepare_conv_gemms(ember_cuda_executor* executor) {
     executor->conv_table_offset[i] = UINT64_MAX;
     uint64_t col = 0, weight = 0, flat = 0, aligned, table = 0;
     if (plan->ops[i].opcode != EMBER_OP_CONV2D) continue;
-    const bool igemm = executor_conv_runs_igemm(executor, &plan->ops[i]);
+    /* A conv on im2col from channels last + GEMM has the implicit GEMM's weights and
+     * table (that kernel is its fallback) and a col buffer. */
+    const bool nhwc = executor->conv_gemm_nhwc[i];
+    const bool igemm = nhwc || executor_conv_runs_igemm(executor, &plan->ops[i]);
     if (!igemm && !conv_gemm_sizes(plan, &plan->ops[i], &col, &weight, &flat)) continue;
+    if (nhwc) (void)conv_nhwc_col_bytes(plan, &plan->ops[i], &col); /* true: may_run checked it */
     /* The implicit GEMM needs no col or product buffer: its own weight layout, its tap
      * table (an int2 per 8 of K) after them, and room for the packed input unless that
      * input is already channels last (plan_channels_last). */
@@ -2501,7 +2591,7 @@ static ember_status* prepare_conv_gemms(ember_cuda_executor* executor) {
     executor->conv_weight_offset[i] = total;
     if (igemm) executor->conv_table_offset[i] = total + aligned;
     total = region;
-    if (igemm) continue;
+    if (igemm && !nhwc) continue;
     if (col > max_col) max_col = col;
     if (flat > max_flat) max_flat = flat;
   }
@@ -2736,6 +2826,27 @@ static void add_relu_in_place(ember_cuda_executor* executor, uint32_t op_index, 
   add_ref(executor, step, t, offsetof(ember_k_unary_params, y));
 }
 
+/* Unless conv op i's input is channels last already, a step that packs it so, channels
+ * padded to a multiple of 8, into conv_packed; whether it was channels last. */
+static bool add_conv_input_pack(ember_cuda_executor* executor, uint32_t i) {
+  const ember_plan* plan = executor->plan;
+  const uint32_t x_index = ember_plan_op_input(plan, &plan->ops[i], 0);
+  if (executor->channels_last[x_index]) return true;
+  const ember_tensor_desc* x = &plan->tensors[x_index];
+  ember_k_nhwc_pack_params pack = {0};
+  pack.y = executor->conv_packed; /* not a tensor: never patched */
+  pack.n = x->dims[0], pack.c = x->dims[1], pack.hw = x->dims[2] * x->dims[3];
+  pack.cp = conv_packed_channels(x->dims[1]);
+  ember_cuda_step* packing = add_kernel_step(
+      executor, i, EMBER_CUDA_KERNEL_NHWC_PACK_2,
+      grid_for_rows(executor, (uint64_t)pack.n * ceil_div_u64((uint64_t)pack.hw, 64u) *
+                                  ceil_div_u64((uint64_t)pack.cp, 64u)),
+      &pack, sizeof pack);
+  add_ref(executor, packing, x_index, offsetof(ember_k_nhwc_pack_params, x));
+  ++executor->conv_packs;
+  return false;
+}
+
 /* CONV2D op i on the implicit-GEMM kernel, into tensor y_index, with the ReLU and the
  * residual tensor (EMBER_PLAN_NO_INDEX: none) fused into its epilogue. */
 static void build_conv2d_igemm(ember_cuda_executor* executor, uint32_t i, uint32_t y_index,
@@ -2746,20 +2857,7 @@ static void build_conv2d_igemm(ember_cuda_executor* executor, uint32_t i, uint32
   const ember_tensor_desc* w = ember_plan_op_input_tensor(plan, op, 1);
   const ember_tensor_desc* y = &plan->tensors[y_index];
   const uint32_t x_index = ember_plan_op_input(plan, op, 0);
-  const bool x_channels_last = executor->channels_last[x_index];
-  if (!x_channels_last) {
-    ember_k_nhwc_pack_params pack = {0};
-    pack.y = executor->conv_packed; /* not a tensor: never patched */
-    pack.n = x->dims[0], pack.c = x->dims[1], pack.hw = x->dims[2] * x->dims[3];
-    pack.cp = conv_packed_channels(x->dims[1]);
-    ember_cuda_step* packing = add_kernel_step(
-        executor, i, EMBER_CUDA_KERNEL_NHWC_PACK_2,
-        grid_for_rows(executor, (uint64_t)pack.n * ceil_div_u64((uint64_t)pack.hw, 64u) *
-                                    ceil_div_u64((uint64_t)pack.cp, 64u)),
-        &pack, sizeof pack);
-    add_ref(executor, packing, x_index, offsetof(ember_k_nhwc_pack_params, x));
-    ++executor->conv_packs;
-  }
+  const bool x_channels_last = add_conv_input_pack(executor, i);
 
   ember_k_conv_igemm_params p = {0};
   p.x = x_channels_last ? 0 : executor->conv_packed; /* the buffer is not a tensor: never patched */
@@ -2800,6 +2898,115 @@ static void build_conv2d_igemm(ember_cuda_executor* executor, uint32_t i, uint32
   if (p.has_residual) ++executor->conv_residuals;
 }
 
+/* CONV2D op i (executor->conv_gemm_nhwc) into y_index, channels last, as cuBLASLt's
+ * column-major D [O, N·OH·OW] (ld O: y [N, OH, OW, O]) = Wᵀ · col, with the output
+ * channels as M: A = the implicit GEMM's weights [O][k_stride] (k = (kh, kw, c), the bias
+ * at k_taps), transposed; B = col [N·OH·OW][k_stride] from ember_im2col_nhwc_2, whose ones
+ * column meets the bias; the residual, channels last too, as C. resnet18's batch-1 GEMMs
+ * in layer3 and layer4 ran 30-50% faster so than with the positions as M (a probe on the
+ * H200), whose small M leaves cuBLASLt's tiles mostly empty. *out_done is false when
+ * cuBLASLt has no algorithm (the caller runs the implicit-GEMM kernel, which has the same
+ * weights and layouts). */
+static ember_status* build_conv2d_gemm_nhwc(ember_cuda_executor* executor, uint32_t i,
+                                            uint32_t y_index, uint32_t relu_op,
+                                            uint32_t residual, size_t* max_workspace,
+                                            bool* out_done) {
+  *out_done = false;
+  const ember_plan* plan = executor->plan;
+  const ember_op_desc* op = &plan->ops[i];
+  const ember_tensor_desc* x = ember_plan_op_input_tensor(plan, op, 0);
+  const ember_tensor_desc* w = ember_plan_op_input_tensor(plan, op, 1);
+  const ember_tensor_desc* y = &plan->tensors[y_index];
+  const int64_t k_stride = conv_igemm_k_stride(w), channels = y->dims[1];
+  const int64_t positions = y->dims[0] * y->dims[2] * y->dims[3];
+  const uint64_t weights = executor->conv_weights + executor->conv_weight_offset[i];
+  /* y and the residual are channels-last intermediates: arena (or relocated) addresses. */
+  uint32_t d_alignment = address_alignment(tensor_address(executor, y_index));
+  if (residual != EMBER_PLAN_NO_INDEX) {
+    const uint32_t r_alignment = address_alignment(tensor_address(executor, residual));
+    if (r_alignment < d_alignment) d_alignment = r_alignment;
+  }
+  const ember_cuda_gemm_plain request = {
+      .dtype = y->dtype,
+      .d_dtype = y->dtype,
+      .transpose_a = true,
+      .relu = relu_op != EMBER_PLAN_NO_INDEX,
+      .m = (uint64_t)channels,
+      .n = (uint64_t)positions,
+      .k = (uint64_t)k_stride,
+      .lda = k_stride,
+      .ldb = k_stride,
+      .ldd = channels,
+      .batch = 1,
+      .alignments = {address_alignment(weights), address_alignment(executor->conv_col),
+                     d_alignment},
+      .max_workspace = EMBER_CUDA_MAX_WORKSPACE,
+      .device = executor->device_ordinal,
+  };
+  ember_cuda_gemm* gemm = &executor->gemms[executor->num_gemms];
+  ember_status* status = ember_cuda_gemm_prepare_plain(executor->lt, executor->lt_handle,
+                                                       &request, gemm);
+  if (status != NULL) {
+    if (ember_status_code_of(status) != EMBER_UNAVAILABLE) {
+      return ember_cuda_annotate(status, "op %" PRIu32 " (CONV2D)", i);
+    }
+    ember_status_free(status);
+    return NULL;
+  }
+  ++executor->num_gemms;
+  if (gemm->workspace_size > *max_workspace) *max_workspace = gemm->workspace_size;
+
+  const bool x_channels_last = add_conv_input_pack(executor, i);
+  const int64_t cp = conv_packed_channels(x->dims[1]);
+  ember_k_im2col_nhwc_params p = {0};
+  p.x = x_channels_last ? 0 : executor->conv_packed; /* the buffer is not a tensor: never patched */
+  p.col = executor->conv_col;
+  p.h = (int32_t)x->dims[2], p.w = (int32_t)x->dims[3], p.c = (int32_t)cp;
+  p.kw = (int32_t)w->dims[3], p.ow = (int32_t)y->dims[3];
+  p.image_positions = (int32_t)(y->dims[2] * y->dims[3]);
+  p.stride_h = (int32_t)ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_STRIDE_H);
+  p.stride_w = (int32_t)ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_STRIDE_W);
+  p.pad_h = (int32_t)ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_PAD_H);
+  p.pad_w = (int32_t)ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_PAD_W);
+  p.dilation_h = (int32_t)ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_DILATION_H);
+  p.dilation_w = (int32_t)ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_DILATION_W);
+  p.tap_vectors = (int32_t)(conv_igemm_k_taps(w) / 8);
+  p.row_vectors = (int32_t)(k_stride / 8);
+  p.vectors = (int32_t)(positions * (k_stride / 8)); /* conv_nhwc_col_bytes checked int32 */
+  p.one_bits = y->dtype == EMBER_DTYPE_BFLOAT16 ? 0x3f80u : 0x3c00u;
+  const uint64_t divisors[EMBER_K_IM2COL_NHWC_DIVISORS] = {
+      [EMBER_K_IM2COL_NHWC_DIV_ROW] = (uint64_t)p.row_vectors,
+      [EMBER_K_IM2COL_NHWC_DIV_CHANNELS] = (uint64_t)cp / 8u,
+      [EMBER_K_IM2COL_NHWC_DIV_KW] = (uint64_t)p.kw,
+      [EMBER_K_IM2COL_NHWC_DIV_POSITIONS] = (uint64_t)p.image_positions,
+      [EMBER_K_IM2COL_NHWC_DIV_OW] = (uint64_t)p.ow};
+  for (int k = 0; k < EMBER_K_IM2COL_NHWC_DIVISORS; ++k) {
+    fast_divisor(divisors[k], &p.div_mul[k], &p.div_shift[k]);
+  }
+  ember_cuda_step* im2col = add_kernel_step(executor, i, EMBER_CUDA_KERNEL_IM2COL_NHWC_2,
+                                            grid_for_elements(executor, (uint64_t)p.vectors),
+                                            &p, sizeof p);
+  if (x_channels_last) {
+    add_ref(executor, im2col, ember_plan_op_input(plan, op, 0), offsetof(ember_k_im2col_nhwc_params, x));
+  }
+  ember_cuda_step* step = add_step(executor, i);
+  step->is_gemm = true;
+  step->gemm = executor->num_gemms - 1;
+  step->fixed[GEMM_A] = weights;
+  step->fixed[GEMM_B] = executor->conv_col;
+  add_ref(executor, step, y_index, GEMM_D);
+  if (residual != EMBER_PLAN_NO_INDEX) {
+    add_ref(executor, step, residual, GEMM_C);
+    ++executor->conv_residuals;
+  }
+  if (relu_op != EMBER_PLAN_NO_INDEX && gemm->activation_fused != EMBER_CUDA_GEMM_ACT_RELU) {
+    add_relu_in_place(executor, relu_op, y_index);
+  }
+  ++executor->conv_gemms_nhwc;
+  *out_done = true;
+  return NULL;
+}
+
 /* CONV2D op i into tensor y_index (its output, or that of the ops fused after it): with
  * `relu_op` (EMBER_PLAN_NO_INDEX: none) applied, and `residual` added before it (on the
  * implicit-GEMM kernel or as the GEMM's C: can_fuse_residual). */
@@ -2807,6 +3014,13 @@ static ember_status* build_conv2d(ember_cuda_executor* executor, uint32_t i, uin
                                   uint32_t relu_op, uint32_t residual, size_t* max_workspace) {
   const ember_plan* plan = executor->plan;
   if (plan->tensors[y].numel == 0) return NULL;
+  if (executor->conv_gemm_nhwc[i]) {
+    bool done = false;
+    EMBER_RETURN_IF_ERROR(
+        build_conv2d_gemm_nhwc(executor, i, y, relu_op, residual, max_workspace, &done));
+    if (!done) build_conv2d_igemm(executor, i, y, relu_op != EMBER_PLAN_NO_INDEX, residual);
+    return NULL;
+  }
   if (executor->conv_table_offset[i] != UINT64_MAX) {
     build_conv2d_igemm(executor, i, y, relu_op != EMBER_PLAN_NO_INDEX, residual);
     return NULL;
@@ -3603,6 +3817,7 @@ static void cuda_executor_destroy(ember_executor* base) {
   free(executor->conv_table_offset);
   free(executor->conv_residual);
   free(executor->channels_last);
+  free(executor->conv_gemm_nhwc);
   free(executor->fuse_next);
   free(executor->relocated);
   free(executor->folded);
@@ -3842,6 +4057,7 @@ void ember_cuda_executor_get_info(const ember_executor* base,
   out_info->conv_igemms = executor->conv_igemms;
   out_info->conv_wgmmas = executor->conv_wgmmas;
   out_info->conv_packs = executor->conv_packs;
+  out_info->conv_gemms_nhwc = executor->conv_gemms_nhwc;
   out_info->channels_last_tensors = executor->channels_last_tensors;
   out_info->conv_wgmma = uses_conv_wgmma(executor);
   out_info->fused_residuals = executor->conv_residuals;

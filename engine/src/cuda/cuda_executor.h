@@ -39,6 +39,8 @@ typedef struct ember_cuda_executor_info {
   uint32_t relocated_tensors;    /* fused activation outputs moved past the plan's arena */
   uint32_t conv_gemms;           /* CONV2D ops run as im2col + GEMM (the rest: direct) */
   uint32_t conv_gemms_flat;      /* of those, run as one GEMM over all images */
+  uint32_t conv_gemms_nhwc;      /* of those, run channels last (im2col from channels last,
+                                    the output channels as the GEMM's M) */
   uint32_t conv_gemm_chunks;     /* their im2col + GEMM pairs (a conv takes its images a chunk
                                     at a time when their col would not stay in L2) */
   uint32_t conv_igemms;          /* CONV2D ops run as the implicit-GEMM tensor-core kernel */

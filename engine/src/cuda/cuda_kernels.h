@@ -45,7 +45,8 @@ typedef enum ember_cuda_kernel_id {
   /* sm_90a only (conv_wgmma), by channel tile (64, 128); + dtype index - 1 */
   EMBER_CUDA_KERNEL_CONV_WGMMA_64 = 60,
   EMBER_CUDA_KERNEL_CONV_WGMMA_128 = 62,
-  EMBER_CUDA_KERNEL_COUNT = 64,
+  EMBER_CUDA_KERNEL_IM2COL_NHWC_2 = 64,
+  EMBER_CUDA_KERNEL_COUNT = 65,
 } ember_cuda_kernel_id;
 
 #define EMBER_CUDA_MODULE_COUNT 13

@@ -379,6 +379,37 @@ typedef struct ember_k_nhwc_pack_params {
   int64_t n, c, hw, cp;
 } ember_k_nhwc_pack_params;
 
+/* ember_im2col_nhwc_2: the im2col of a conv whose output is channels last and whose
+ * product cuBLASLt computes with the output channels as M (cuda_executor.c
+ * build_conv2d_gemm_nhwc). x is [N, H, W, c] of 2-byte elements (c a multiple of 8: a
+ * channels-last tensor, or the input packed by ember_nhwc_pack_2); col is
+ * [positions][row_vectors · 8], row p = (image, oh, ow) holding k = (kh, kw, c), the
+ * order of the implicit GEMM's weights, then the bias column: one_bits (1.0 in the dtype)
+ * and 7 zeros. Taps outside x read zeros. x and col 16-byte aligned; positions ·
+ * row_vectors and x's elements within int32 (the host checks). */
+typedef enum ember_k_im2col_nhwc_divisor {
+  EMBER_K_IM2COL_NHWC_DIV_ROW = 0,      /* row_vectors */
+  EMBER_K_IM2COL_NHWC_DIV_CHANNELS = 1, /* c / 8 */
+  EMBER_K_IM2COL_NHWC_DIV_KW = 2,
+  EMBER_K_IM2COL_NHWC_DIV_POSITIONS = 3, /* oh * ow */
+  EMBER_K_IM2COL_NHWC_DIV_OW = 4,
+  EMBER_K_IM2COL_NHWC_DIVISORS = 5,
+} ember_k_im2col_nhwc_divisor;
+
+typedef struct ember_k_im2col_nhwc_params {
+  uint64_t x;
+  uint64_t col;
+  int32_t h, w, c, kw;
+  int32_t ow, image_positions; /* oh · ow */
+  int32_t stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w;
+  int32_t tap_vectors; /* KH · KW · c / 8: the row's vectors before the bias column */
+  int32_t row_vectors; /* tap_vectors + 1 */
+  int32_t vectors;     /* positions · row_vectors: one thread each */
+  uint32_t one_bits;
+  uint32_t div_mul[EMBER_K_IM2COL_NHWC_DIVISORS];
+  uint32_t div_shift[EMBER_K_IM2COL_NHWC_DIVISORS];
+} ember_k_im2col_nhwc_params;
+
 /* ember_pool2d_<dtype>: MAX_POOL2D, AVG_POOL2D and ADAPTIVE_AVG_POOL2D over NCHW planes,
  * one thread per output element, with the CPU reference executor's windows. */
 typedef enum ember_k_pool_kind {
@@ -508,6 +539,8 @@ EMBER_K_STATIC_ASSERT(sizeof(ember_k_im2col_params) == 16 + 15 * 8 + 8 + 2 * 4 *
 EMBER_K_STATIC_ASSERT(sizeof(ember_k_conv_igemm_params) == 5 * 8 + 18 * 4 + 4 * 4,
                       "conv igemm params layout");
 EMBER_K_STATIC_ASSERT(sizeof(ember_k_nhwc_pack_params) == 48, "nhwc pack params layout");
+EMBER_K_STATIC_ASSERT(sizeof(ember_k_im2col_nhwc_params) == 16 + 16 * 4 + 2 * 4 * 5,
+                      "im2col nhwc params layout");
 EMBER_K_STATIC_ASSERT(sizeof(ember_k_pool2d_params) == 16 + 14 * 8 + 16 + 4 * 4,
                       "pool2d params layout");
 EMBER_K_STATIC_ASSERT(sizeof(ember_k_copy_params) == 24, "copy params layout");

@@ -1248,6 +1248,44 @@ def dynamic_cases():
     yield "dyn_reduce_batch", -1.0, 1.0, 0, build_reduce_batch
 
 
+def channels_last_cases():
+    """Tensors kept channels last beyond the implicit-GEMM kernel (after the other cases,
+    so their seeds stay as they were)."""
+    # That kernel's output read by REDUCEs, which walk it channels last: a global average
+    # pool and a max over the channels.
+    def build_igemm_pool(p):
+        shape = [2, 8, 96, 96]
+        c = p.op(pw.Op.CONV2D, [p.input(shape), p.const([8, 8, 3, 3], 0.3), p.const([8], 0.2)],
+                 p.tmp(shape), [1, 1, 1, 1, 1, 1, 1])
+        t = p.op(pw.Op.RELU, [c], p.tmp(shape))
+        p.op(pw.Op.REDUCE_MEAN, [t], p.out([2, 8, 1, 1]), [0b1100, 1])
+        p.op(pw.Op.REDUCE_MAX, [t], p.out([2, 96, 96]), [0b10, 0])
+    yield "conv2d_igemm_pool", -1.0, 1.0, build_igemm_pool
+
+    # resnet18's layer2 at batch 1, small: a block that downsamples (3x3 stride 2, then a
+    # 3x3; a strided 1x1 conv of the input, which takes the ADD and the RELU), a block
+    # of two 3x3 convs, a global average pool. Too few tiles for the implicit-GEMM
+    # kernel: in float16 and bfloat16 every conv runs as im2col from channels last +
+    # GEMM, channels last between them (the input packed twice, for the two convs that
+    # read it).
+    def build_gemm_nhwc_chain(p):
+        x = p.input([1, 8, 24, 24])
+        half = [1, 16, 12, 12]
+
+        def conv(t, cin, k, stride, relu=False):
+            c = p.op(pw.Op.CONV2D, [t, p.const([16, cin, k, k], 0.2), p.const([16], 0.1)],
+                     p.tmp(half), [stride, stride, k // 2, k // 2, 1, 1, 1])
+            return p.op(pw.Op.RELU, [c], p.tmp(half)) if relu else c
+
+        main = conv(conv(x, 8, 3, 2, relu=True), 16, 3, 1)
+        s = p.op(pw.Op.ADD, [main, conv(x, 8, 1, 2)], p.tmp(half))
+        a = p.op(pw.Op.RELU, [s], p.tmp(half))
+        s = p.op(pw.Op.ADD, [conv(conv(a, 16, 3, 1, relu=True), 16, 3, 1), a], p.tmp(half))
+        t = p.op(pw.Op.RELU, [s], p.tmp(half))
+        p.op(pw.Op.REDUCE_MEAN, [t], p.out([1, 16, 1, 1]), [0b1100, 1])
+    yield "conv2d_gemm_nhwc_chain", -1.0, 1.0, build_gemm_nhwc_chain
+
+
 def bench_cases():
     """The demo's MLP (examples/demo.py): 4 x (Linear(1024, 1024) + GELU), float16, at
     batch 1 and 4096, with GELU's erf form (PyTorch's default) and its tanh form (which
@@ -1277,7 +1315,8 @@ def main():
     seed = 0
     for name, low, high, build in (list(cases()) + list(issue5_cases()) + list(gemv_cases()) +
                                    list(bandwidth_cases()) + list(flash_cases()) +
-                                   list(fold_cases()) + list(conv_pool_cases())):
+                                   list(fold_cases()) + list(conv_pool_cases()) +
+                                   list(channels_last_cases())):
         for dtype_name, dtype in dtypes:
             seed += 1
             if dtype_name not in ONLY_DTYPES.get(name, (dtype_name,)):

@@ -302,7 +302,10 @@ static const struct {
  * convs runs as im2col + GEMM, which takes the same residuals (as cuBLASLt's C). Where the executor takes the kernel's wgmma form
  * (info.conv_wgmma: an H100 or H200, unless EMBER_CUDA_WGMMA=0), every conv on the kernel
  * runs on that form; `wgmma_only` convs take the kernel only then (fewer tiles than the
- * mma.sync form needs), else im2col + GEMM. */
+ * mma.sync form needs), else im2col + GEMM. `conv_gemms_nhwc` of the im2col + GEMM convs
+ * run channels last (im2col from channels last, the output channels as the GEMM's M: in
+ * float16 and bfloat16, too few tiles for the kernel, the output and residual channels
+ * last); none in float32. */
 static const struct {
   const char* prefix;
   uint32_t conv_igemms;
@@ -312,27 +315,36 @@ static const struct {
   uint32_t conv_packs;
   uint32_t channels_last;
   bool wgmma_only;
+  uint32_t conv_gemms_nhwc;
 } kIgemm[] = {
-    {"conv2d_igemm_3x3_", 1, 0, 0, 0, 1, 0, false},
-    {"conv2d_igemm_o136_stride2_", 1, 0, 0, 0, 1, 0, false},
-    {"conv2d_igemm_stem_", 0, 1, 0, 0, 0, 0, false},
-    {"conv2d_igemm_dil_rect_", 1, 0, 0, 0, 1, 0, false},
-    {"conv2d_igemm_1x1_stride2_", 1, 0, 0, 0, 1, 0, false},
+    {"conv2d_igemm_3x3_", 1, 0, 0, 0, 1, 0, false, 0},
+    {"conv2d_igemm_o136_stride2_", 1, 0, 0, 0, 1, 0, false, 0},
+    {"conv2d_igemm_stem_", 0, 1, 0, 0, 0, 0, false, 0},
+    {"conv2d_igemm_dil_rect_", 1, 0, 0, 0, 1, 0, false, 0},
+    {"conv2d_igemm_1x1_stride2_", 1, 0, 0, 0, 1, 0, false, 0},
     /* The inner RELU's output is read only by the second conv. */
-    {"conv2d_igemm_block_", 2, 0, 1, 2, 1, 1, false},
+    {"conv2d_igemm_block_", 2, 0, 1, 2, 1, 1, false, 0},
     /* Controls: the conv's output is read by a kernel that wants NCHW. */
-    {"conv2d_igemm_add_bcast_", 1, 0, 0, 1, 1, 0, false},
-    {"conv2d_igemm_two_readers_", 1, 0, 0, 0, 1, 0, false},
-    {"conv2d_igemm_tiles96_", 1, 0, 0, 0, 1, 0, true},
+    {"conv2d_igemm_add_bcast_", 1, 0, 0, 1, 1, 0, false, 0},
+    {"conv2d_igemm_two_readers_", 1, 0, 0, 0, 1, 0, false, 0},
+    {"conv2d_igemm_tiles96_", 1, 0, 0, 0, 1, 0, true, 0},
     /* Both inner RELUs and the first block's output. */
-    {"conv2d_igemm_chain_", 4, 0, 2, 4, 1, 3, false},
+    {"conv2d_igemm_chain_", 4, 0, 2, 4, 1, 3, false, 0},
     /* The first block's output shares its NCHW residual's bytes: it moves, staying
      * channels last (else it would be packed for the second block: 2 packs, 2 kept). */
-    {"conv2d_igemm_relocated_chain_", 4, 0, 2, 4, 1, 3, false},
-    {"conv2d_igemm_wide_chain_", 2, 0, 0, 1, 1, 1, false},
+    {"conv2d_igemm_relocated_chain_", 4, 0, 2, 4, 1, 3, false, 0},
+    {"conv2d_igemm_wide_chain_", 2, 0, 0, 1, 1, 1, false, 0},
     /* A block too small for the kernel in every dtype: im2col + GEMM, the residual as the
      * second GEMM's C, both RELUs in the epilogues. */
-    {"conv2d_gemm_block_", 0, 2, 1, 2, 0, 0, false},
+    {"conv2d_gemm_block_", 0, 2, 1, 2, 0, 0, false, 0},
+    /* The conv's output stays channels last for the two REDUCEs that read it (the
+     * add_bcast row is the control: a reader that wants NCHW keeps it so). */
+    {"conv2d_igemm_pool_", 1, 0, 0, 1, 1, 1, false, 0},
+    /* Every conv channels last: both RELUs inside the blocks, the second conv's output
+     * (the first block's residual, taken by the 1x1 conv after it), both blocks' outputs;
+     * the input is packed for the two convs that read it. The gemm_block row is the
+     * control: its block writes a plan output, so both its convs stay NCHW. */
+    {"conv2d_gemm_nhwc_chain_", 0, 5, 2, 4, 2, 5, false, 5},
 };
 
 static bool ends_with(const char* s, const char* suffix) {
@@ -401,6 +413,7 @@ static void run_op_case(const char* dir, const char* name, double low, double hi
   g_totals.fused_activations += info.fused_activations;
   g_totals.bias_act_kernels += info.bias_act_kernels;
   g_totals.conv_gemms += info.conv_gemms;
+  g_totals.conv_gemms_nhwc += info.conv_gemms_nhwc;
   g_totals.conv_igemms += info.conv_igemms;
   g_totals.conv_wgmmas += info.conv_wgmmas;
   g_totals.conv_wgmma = g_totals.conv_wgmma || info.conv_wgmma;
@@ -452,7 +465,8 @@ static void run_op_case(const char* dir, const char* name, double low, double hi
     if (ends_with(name, "_f32")) {
       const uint32_t convs = kIgemm[c].conv_igemms + kIgemm[c].conv_gemms;
       EXPECT(info.conv_igemms == 0 && info.fused_residuals == kIgemm[c].fused_residuals &&
-                 info.conv_gemms == convs && info.channels_last_tensors == 0,
+                 info.conv_gemms == convs && info.channels_last_tensors == 0 &&
+                 info.conv_gemms_nhwc == 0,
              "%s: float32 ran %u CONV2D on the implicit-GEMM kernel and %u as im2col + GEMM "
              "(%u residuals fused, as C), expected 0 and %u (%u)", name, info.conv_igemms,
              info.conv_gemms, info.fused_residuals, convs, kIgemm[c].fused_residuals);
@@ -467,6 +481,9 @@ static void run_op_case(const char* dir, const char* name, double low, double hi
       EXPECT(info.conv_packs == packs && info.channels_last_tensors == kIgemm[c].channels_last,
              "%s: %u inputs packed channels last and %u tensors kept so, expected %u and %u",
              name, info.conv_packs, info.channels_last_tensors, packs, kIgemm[c].channels_last);
+      EXPECT(info.conv_gemms_nhwc == kIgemm[c].conv_gemms_nhwc,
+             "%s: %u im2col + GEMM convs ran channels last, expected %u", name,
+             info.conv_gemms_nhwc, kIgemm[c].conv_gemms_nhwc);
       EXPECT(info.conv_igemms == igemms &&
                  info.conv_gemms == gemms &&
                  info.fused_residuals == kIgemm[c].fused_residuals &&
@@ -1064,10 +1081,11 @@ int main(int argc, char** argv) {
          g_worst_nmse[EMBER_DTYPE_FLOAT16], g_worst_nmse[EMBER_DTYPE_BFLOAT16]);
   printf("op cases: %u steps, %u GEMMs, %u biases fused into cuBLASLt epilogues, %u "
          "activations fused (cuBLASLt or gemv), %u bias_act kernels, %u CONV2D as im2col + "
-         "GEMM, %u as implicit GEMM (%u of them on wgmma, which this GPU %s; %u residuals "
+         "GEMM (%u of them channels last), %u as implicit GEMM (%u of them on wgmma, which this GPU %s; %u residuals "
          "fused), %u LINEAR as gemv, %u SDPA on the flash kernel (%u layout copies folded)\n",
          g_totals.steps, g_totals.gemms, g_totals.fused_biases, g_totals.fused_activations,
-         g_totals.bias_act_kernels, g_totals.conv_gemms, g_totals.conv_igemms,
+         g_totals.bias_act_kernels, g_totals.conv_gemms, g_totals.conv_gemms_nhwc,
+         g_totals.conv_igemms,
          g_totals.conv_wgmmas, g_totals.conv_wgmma ? "takes" : "does not take",
          g_totals.fused_residuals, g_totals.gemv_kernels, g_totals.sdpa_flash,
          g_totals.folded_layout_ops);

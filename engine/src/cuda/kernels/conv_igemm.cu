@@ -205,6 +205,43 @@ __device__ __forceinline__ void nhwc_pack(const ember_k_nhwc_pack_params& p) {
   }
 }
 
+/* col[p][k] for the GEMM that writes a conv's output channels last (kernel_params.h
+ * ember_k_im2col_nhwc_params): a thread per 16 bytes of col, consecutive threads along a
+ * row, so the stores are contiguous and the loads of one tap read 8 channels after 8. */
+__device__ __forceinline__ void im2col_nhwc(const ember_k_im2col_nhwc_params& p) {
+  const uint4* x = reinterpret_cast<const uint4*>(p.x);
+  uint4* col = reinterpret_cast<uint4*>(p.col);
+  const uint32_t c_vectors = (uint32_t)p.c / 8u;
+  for (uint32_t v = global_thread32(); v < (uint32_t)p.vectors; v += global_stride32()) {
+    const uint32_t pos = fast_div(v, p.div_mul[EMBER_K_IM2COL_NHWC_DIV_ROW],
+                                  p.div_shift[EMBER_K_IM2COL_NHWC_DIV_ROW]);
+    const uint32_t q = v - pos * (uint32_t)p.row_vectors;
+    uint4 out = make_uint4(0u, 0u, 0u, 0u);
+    if (q == (uint32_t)p.tap_vectors) {
+      out.x = p.one_bits; /* the bias column: 1, then 7 zeros */
+    } else {
+      const uint32_t tap = fast_div(q, p.div_mul[EMBER_K_IM2COL_NHWC_DIV_CHANNELS],
+                                    p.div_shift[EMBER_K_IM2COL_NHWC_DIV_CHANNELS]);
+      const uint32_t cv = q - tap * c_vectors;
+      const uint32_t ki = fast_div(tap, p.div_mul[EMBER_K_IM2COL_NHWC_DIV_KW],
+                                   p.div_shift[EMBER_K_IM2COL_NHWC_DIV_KW]);
+      const uint32_t kj = tap - ki * (uint32_t)p.kw;
+      const uint32_t image = fast_div(pos, p.div_mul[EMBER_K_IM2COL_NHWC_DIV_POSITIONS],
+                                      p.div_shift[EMBER_K_IM2COL_NHWC_DIV_POSITIONS]);
+      const uint32_t rem = pos - image * (uint32_t)p.image_positions;
+      const uint32_t oi = fast_div(rem, p.div_mul[EMBER_K_IM2COL_NHWC_DIV_OW],
+                                   p.div_shift[EMBER_K_IM2COL_NHWC_DIV_OW]);
+      const uint32_t oj = rem - oi * (uint32_t)p.ow;
+      const int32_t ih = (int32_t)oi * p.stride_h - p.pad_h + (int32_t)ki * p.dilation_h;
+      const int32_t iw = (int32_t)oj * p.stride_w - p.pad_w + (int32_t)kj * p.dilation_w;
+      if (ih >= 0 && ih < p.h && iw >= 0 && iw < p.w) {
+        out = x[(((int32_t)image * p.h + ih) * p.w + iw) * (int32_t)c_vectors + (int32_t)cv];
+      }
+    }
+    col[v] = out;
+  }
+}
+
 }  // namespace ember
 
 extern "C" __global__ void __launch_bounds__(EMBER_K_BLOCK)
@@ -220,4 +257,9 @@ extern "C" __global__ void __launch_bounds__(EMBER_K_BLOCK)
 extern "C" __global__ void __launch_bounds__(EMBER_K_BLOCK)
     ember_nhwc_pack_2(const ember_k_nhwc_pack_params p) {
   ember::nhwc_pack(p);
+}
+
+extern "C" __global__ void __launch_bounds__(EMBER_K_BLOCK)
+    ember_im2col_nhwc_2(const ember_k_im2col_nhwc_params p) {
+  ember::im2col_nhwc(p);
 }
