@@ -118,6 +118,10 @@ typedef struct ember_cuda_executor {
    * build_conv2d_gemm_nhwc builds it), and how many do. */
   bool* conv_gemm_nhwc;
   uint32_t conv_gemms_nhwc;
+  /* Per op: an ADD that the LAYER_NORM after it does (its residual, build_layer_norm), so
+   * it has no step (can_fuse_add_into_norm), and how many are. */
+  bool* add_into_norm;
+  uint32_t norm_adds;
   /* The product [O, N·OH·OW] of a CONV2D that runs as one GEMM over all its images, before
    * it is moved into NCHW (the largest any such conv needs; 0 if none does). */
   CUdeviceptr conv_out;
@@ -501,14 +505,22 @@ static void build_layer_norm(ember_cuda_executor* executor, uint32_t i) {
   p.eps = (float)eps;
   p.has_weight = ember_plan_op_attr(plan, op, EMBER_ATTR_LAYER_NORM_HAS_WEIGHT) != 0;
   p.has_bias = ember_plan_op_attr(plan, op, EMBER_ATTR_LAYER_NORM_HAS_BIAS) != 0;
+  p.has_residual = i > 0 && executor->add_into_norm[i - 1];
   /* Short rows take a warp each (kernel_params.h), so a block holds several. */
   const uint64_t rows_per_block = p.cols <= EMBER_K_LAYER_NORM_WARP_COLS ? EMBER_K_BLOCK / 32u : 1u;
   ember_cuda_step* step = add_kernel_step(
       executor, i, EMBER_CUDA_KERNEL_LAYER_NORM + ember_cuda_dtype_index(y->dtype),
       grid_for_rows(executor, ((uint64_t)p.rows + rows_per_block - 1) / rows_per_block), &p,
       sizeof p);
-  add_ref(executor, step, ember_plan_op_input(plan, op, 0),
-          offsetof(ember_k_layer_norm_params, x));
+  if (p.has_residual) { /* x + r: the ADD's inputs (can_fuse_add_into_norm) */
+    add_ref(executor, step, ember_plan_op_input(plan, &plan->ops[i - 1], 0),
+            offsetof(ember_k_layer_norm_params, x));
+    add_ref(executor, step, ember_plan_op_input(plan, &plan->ops[i - 1], 1),
+            offsetof(ember_k_layer_norm_params, r));
+  } else {
+    add_ref(executor, step, ember_plan_op_input(plan, op, 0),
+            offsetof(ember_k_layer_norm_params, x));
+  }
   if (p.has_weight) {
     add_ref(executor, step, ember_plan_op_input(plan, op, 1),
             offsetof(ember_k_layer_norm_params, w));
@@ -632,6 +644,34 @@ static bool can_fuse_residual(const ember_cuda_executor* executor, uint32_t i,
   if (other->dtype != y->dtype || other->rank != y->rank || sum->rank != y->rank) return false;
   for (uint32_t d = 0; d < y->rank; ++d) {
     if (other->dims[d] != y->dims[d] || sum->dims[d] != y->dims[d]) return false;
+  }
+  return true;
+}
+
+/* Whether ADD op i is done by the LAYER_NORM right after it, which then normalizes the
+ * ADD's inputs summed (build_layer_norm): the ADD's output is an intermediate that only
+ * that LAYER_NORM reads, as its input, and both ADD inputs have its dtype and dims (no
+ * broadcast). The encoder's post-norm layers, x = norm(x + sublayer(x)), had 8 ADD
+ * kernels of their own. */
+static bool can_fuse_add_into_norm(const ember_plan* plan, uint32_t i, const uint32_t* readers) {
+  if (i + 1 >= plan->num_ops) return false;
+  const ember_op_desc* op = &plan->ops[i];
+  const ember_op_desc* next = &plan->ops[i + 1];
+  if (op->opcode != EMBER_OP_ADD || next->opcode != EMBER_OP_LAYER_NORM || op->num_inputs != 2) {
+    return false;
+  }
+  const uint32_t t = ember_plan_op_output(plan, op, 0);
+  const ember_tensor_desc* sum = &plan->tensors[t];
+  if (ember_plan_op_input(plan, next, 0) != t || readers[t] != 1 ||
+      sum->storage != EMBER_STORAGE_INTERMEDIATE) {
+    return false;
+  }
+  for (uint32_t k = 0; k < 2; ++k) {
+    const ember_tensor_desc* in = ember_plan_op_input_tensor(plan, op, k);
+    if (in->dtype != sum->dtype || in->rank != sum->rank) return false;
+    for (uint32_t d = 0; d < sum->rank; ++d) {
+      if (in->dims[d] != sum->dims[d]) return false;
+    }
   }
   return true;
 }
@@ -783,10 +823,11 @@ static ember_status* plan_fusions(ember_cuda_executor* executor, uint64_t* out_e
   *out_extra = 0;
   executor->fuse_next = calloc(plan->num_ops, sizeof(bool));
   executor->conv_residual = calloc(plan->num_ops, sizeof(bool));
+  executor->add_into_norm = calloc(plan->num_ops, sizeof(bool));
   executor->relocated = malloc(plan->num_tensors * sizeof(uint64_t));
   uint32_t* readers = calloc(plan->num_tensors, sizeof(uint32_t));
   if (executor->fuse_next == NULL || executor->conv_residual == NULL ||
-      executor->relocated == NULL || readers == NULL) {
+      executor->add_into_norm == NULL || executor->relocated == NULL || readers == NULL) {
     free(readers);
     return ember_status_make(EMBER_OUT_OF_MEMORY, "cuda executor: out of memory");
   }
@@ -811,6 +852,10 @@ static ember_status* plan_fusions(ember_cuda_executor* executor, uint64_t* out_e
       }
     } else if (can_fuse_activation(plan, i, readers)) {
       executor->fuse_next[i] = true;
+    } else if (can_fuse_add_into_norm(plan, i, readers)) {
+      /* The LAYER_NORM reads the ADD's inputs while it writes its output. */
+      executor->add_into_norm[i] = true;
+      ++executor->norm_adds;
     } else {
       continue;
     }
@@ -820,7 +865,12 @@ static ember_status* plan_fusions(ember_cuda_executor* executor, uint64_t* out_e
     bool overlaps = false;
     for (uint32_t k = 0; k < op->num_inputs && y->storage == EMBER_STORAGE_INTERMEDIATE; ++k) {
       const ember_tensor_desc* in = ember_plan_op_input_tensor(plan, op, k);
-      if (in->storage == EMBER_STORAGE_INTERMEDIATE &&
+      /* The LAYER_NORM reads each row of the ADD's inputs whole before it writes that row
+       * of its output, so it may write over an input's exact bytes (the encoder's arena
+       * puts each norm's output there; moved, three RESHAPEs of it stopped being views). */
+      const bool same_bytes = executor->add_into_norm[i] && in->data_offset == y->data_offset &&
+                              in->nbytes == y->nbytes;
+      if (in->storage == EMBER_STORAGE_INTERMEDIATE && !same_bytes &&
           ember_ranges_overlap(in->data_offset, in->nbytes, y->data_offset, y->nbytes)) {
         overlaps = true;
       }
@@ -2523,7 +2573,8 @@ static void fill_conv_igemm_table(const ember_plan* plan, const ember_op_desc* o
 static void fill_conv_igemm_weights(const ember_plan* plan, const ember_op_desc* op, uint8_t* out) {
   const ember_tensor_desc* w = ember_plan_op_input_tensor(plan, op, 1);
   /* float16 or bfloat16 (conv_runs_igemm): a constant size makes each copy one 16-bit
-   * move, where a memcpy call per element took ~70 ms of resnet18's prepare on the H200. */
+   * move rather than a memcpy call (resnet18's weights, this loop alone on the build
+   * machine: 80 -> 20-35 ms). */
   const size_t es = 2;
   const int64_t o_count = w->dims[0], c_count = w->dims[1], kh = w->dims[2], kw = w->dims[3];
   const int64_t cp = conv_packed_channels(c_count), k_taps = conv_igemm_k_taps(w);
@@ -3227,6 +3278,7 @@ static ember_status* build_steps(ember_cuda_executor* executor, size_t* out_work
       case EMBER_OP_POW:
       case EMBER_OP_MAXIMUM:
       case EMBER_OP_MINIMUM: {
+        if (executor->add_into_norm[i]) break; /* the LAYER_NORM after it does it */
         const bool fuse = executor->fuse_next[i];
         build_binary(executor, i, fuse ? i + 1 : EMBER_PLAN_NO_INDEX);
         if (fuse) ++i; /* the RELU is done */
@@ -3818,6 +3870,7 @@ static void cuda_executor_destroy(ember_executor* base) {
   free(executor->conv_residual);
   free(executor->channels_last);
   free(executor->conv_gemm_nhwc);
+  free(executor->add_into_norm);
   free(executor->fuse_next);
   free(executor->relocated);
   free(executor->folded);
@@ -4058,6 +4111,7 @@ void ember_cuda_executor_get_info(const ember_executor* base,
   out_info->conv_wgmmas = executor->conv_wgmmas;
   out_info->conv_packs = executor->conv_packs;
   out_info->conv_gemms_nhwc = executor->conv_gemms_nhwc;
+  out_info->norm_adds = executor->norm_adds;
   out_info->channels_last_tensors = executor->channels_last_tensors;
   out_info->conv_wgmma = uses_conv_wgmma(executor);
   out_info->fused_residuals = executor->conv_residuals;

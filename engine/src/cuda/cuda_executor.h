@@ -50,6 +50,7 @@ typedef struct ember_cuda_executor_info {
   uint32_t fused_residuals;      /* ADDs of a conv's output and a residual done by that kernel */
   uint32_t conv_packs;           /* NCHW -> channels-last copies of those convs' inputs */
   uint32_t channels_last_tensors; /* tensors kept channels last between them: no copy */
+  uint32_t norm_adds;             /* ADDs done by the LAYER_NORM right after them */
   uint32_t gemv_kernels;         /* LINEAR ops of few rows run as the gemv kernel, not cuBLASLt */
   uint32_t sdpa_flash;           /* SDPA ops run as the tensor-core flash kernel */
   uint32_t folded_layout_ops;    /* layout copies (PERMUTE, SLICE, RESHAPE) around those SDPAs

@@ -454,7 +454,8 @@ typedef struct ember_k_softmax_params {
 } ember_k_softmax_params;
 
 /* ember_layer_norm_<dtype>: rows of `cols` elements; w and b (cols elements) are used
- * when has_weight / has_bias are set. Rows of at most EMBER_K_LAYER_NORM_WARP_COLS take a
+ * when has_weight / has_bias are set. With has_residual, the rows normalized are x + r
+ * rounded to the dtype (r of x's shape): the ADD before the LAYER_NORM, done here. Rows of at most EMBER_K_LAYER_NORM_WARP_COLS take a
  * warp each (EMBER_K_BLOCK / 32 rows a block; the host sizes the grid so), longer rows a
  * block each. Where cols and every address allow 16-byte moves (checked per launch), a
  * row of at most EMBER_K_LAYER_NORM_BLOCK_COLS is read once, into registers, up to
@@ -464,6 +465,7 @@ typedef struct ember_k_softmax_params {
 #define EMBER_K_LAYER_NORM_BLOCK_COLS (EMBER_K_BLOCK * EMBER_K_LAYER_NORM_PER_THREAD)
 typedef struct ember_k_layer_norm_params {
   uint64_t x;
+  uint64_t r;
   uint64_t w;
   uint64_t b;
   uint64_t y;
@@ -472,7 +474,7 @@ typedef struct ember_k_layer_norm_params {
   float eps;
   int32_t has_weight;
   int32_t has_bias;
-  int32_t reserved;
+  int32_t has_residual;
 } ember_k_layer_norm_params;
 
 /* ember_bias_act_<dtype>: the GEMM epilogue for what cuBLASLt did not fuse, in place on
@@ -545,7 +547,7 @@ EMBER_K_STATIC_ASSERT(sizeof(ember_k_pool2d_params) == 16 + 14 * 8 + 16 + 4 * 4,
                       "pool2d params layout");
 EMBER_K_STATIC_ASSERT(sizeof(ember_k_copy_params) == 24, "copy params layout");
 EMBER_K_STATIC_ASSERT(sizeof(ember_k_softmax_params) == 40, "softmax params layout");
-EMBER_K_STATIC_ASSERT(sizeof(ember_k_layer_norm_params) == 64, "layer norm params layout");
+EMBER_K_STATIC_ASSERT(sizeof(ember_k_layer_norm_params) == 72, "layer norm params layout");
 EMBER_K_STATIC_ASSERT(sizeof(ember_k_bias_act_params) == 48, "bias_act params layout");
 EMBER_K_STATIC_ASSERT(sizeof(ember_k_gemv_params) == 64, "gemv params layout");
 

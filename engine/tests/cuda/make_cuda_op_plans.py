@@ -1286,6 +1286,50 @@ def channels_last_cases():
     yield "conv2d_gemm_nhwc_chain", -1.0, 1.0, build_gemm_nhwc_chain
 
 
+
+def norm_add_cases():
+    """An ADD that the LAYER_NORM after it does (the encoder's post-norm layers); after
+    the other cases, so their seeds stay as they were. Rows in registers by a warp (64
+    columns), by a block (3000), element by element (37 columns: no 16-byte moves; 10000:
+    the loop), the sum's bytes shared by the norm's output (an intermediate read again),
+    and controls: the ADD's output read twice, a broadcast operand."""
+    def norm(p, t, shape, out):
+        ln = p.op(pw.Op.LAYER_NORM, [t, p.const(shape[-1:]), p.const(shape[-1:])],
+                  p.out(shape) if out else p.tmp(shape), [1, pw.f64_bits(1e-5), 1, 1])
+        return ln
+
+    for name, shape in (("warp", [6, 64]), ("block", [3, 3000]), ("odd", [5, 37]),
+                        ("long", [2, 10000])):
+        def build(p, shape=shape):
+            s = p.op(pw.Op.ADD, [p.input(shape), p.input(shape)], p.tmp(shape))
+            norm(p, s, shape, True)
+        yield f"norm_add_{name}", -3.0, 3.0, build
+
+    # The encoder's chain: the norm's output is the next ADD's operand and is read after
+    # it, so the arena may put the next norm's output on bytes the fused kernel reads.
+    def build_chain(p):
+        shape = [4, 128]
+        x = p.input(shape)
+        t = x
+        for k in range(3):
+            h = p.op(pw.Op.RELU, [t], p.tmp(shape))
+            s = p.op(pw.Op.ADD, [t, h], p.tmp(shape))
+            t = norm(p, s, shape, k == 2)
+    yield "norm_add_chain", -3.0, 3.0, build_chain
+
+    def build_two_readers(p):
+        shape = [6, 64]
+        s = p.op(pw.Op.ADD, [p.input(shape), p.input(shape)], p.tmp(shape))
+        norm(p, s, shape, True)
+        p.op(pw.Op.NEG, [s], p.out(shape))
+    yield "norm_add_two_readers", -3.0, 3.0, build_two_readers
+
+    def build_bcast(p):
+        shape = [6, 64]
+        s = p.op(pw.Op.ADD, [p.input(shape), p.const([64])], p.tmp(shape))
+        norm(p, s, shape, True)
+    yield "norm_add_bcast", -3.0, 3.0, build_bcast
+
 def bench_cases():
     """The demo's MLP (examples/demo.py): 4 x (Linear(1024, 1024) + GELU), float16, at
     batch 1 and 4096, with GELU's erf form (PyTorch's default) and its tanh form (which
@@ -1316,7 +1360,7 @@ def main():
     for name, low, high, build in (list(cases()) + list(issue5_cases()) + list(gemv_cases()) +
                                    list(bandwidth_cases()) + list(flash_cases()) +
                                    list(fold_cases()) + list(conv_pool_cases()) +
-                                   list(channels_last_cases())):
+                                   list(channels_last_cases()) + list(norm_add_cases())):
         for dtype_name, dtype in dtypes:
             seed += 1
             if dtype_name not in ONLY_DTYPES.get(name, (dtype_name,)):

@@ -347,6 +347,19 @@ static const struct {
     {"conv2d_gemm_nhwc_chain_", 0, 5, 2, 4, 2, 5, false, 5},
 };
 
+/* Cases with an ADD right before a LAYER_NORM, and how many of those ADDs the LAYER_NORM
+ * does (its output read only by that norm, no broadcast), in every dtype. The first
+ * matching prefix counts. */
+static const struct {
+  const char* prefix;
+  uint32_t norm_adds;
+} kNormAdd[] = {
+    {"norm_add_two_readers_", 0}, /* the sum is also read by a NEG */
+    {"norm_add_bcast_", 0},       /* a per-column constant */
+    {"norm_add_chain_", 3},
+    {"norm_add_", 1},
+};
+
 static bool ends_with(const char* s, const char* suffix) {
   const size_t n = strlen(s), m = strlen(suffix);
   return n >= m && strcmp(s + n - m, suffix) == 0;
@@ -414,6 +427,7 @@ static void run_op_case(const char* dir, const char* name, double low, double hi
   g_totals.bias_act_kernels += info.bias_act_kernels;
   g_totals.conv_gemms += info.conv_gemms;
   g_totals.conv_gemms_nhwc += info.conv_gemms_nhwc;
+  g_totals.norm_adds += info.norm_adds;
   g_totals.conv_igemms += info.conv_igemms;
   g_totals.conv_wgmmas += info.conv_wgmmas;
   g_totals.conv_wgmma = g_totals.conv_wgmma || info.conv_wgmma;
@@ -457,6 +471,14 @@ static void run_op_case(const char* dir, const char* name, double low, double hi
              "%s: %u CONV2D ran as im2col + GEMM (%u over all images, %u chunks), expected %u "
              "(%u, %u)", name, info.conv_gemms, info.conv_gemms_flat, info.conv_gemm_chunks,
              kConv[c].conv_gemms, kConv[c].flat, chunks);
+      break;
+    }
+  }
+  for (size_t c = 0; c < sizeof kNormAdd / sizeof kNormAdd[0]; ++c) {
+    if (strncmp(name, kNormAdd[c].prefix, strlen(kNormAdd[c].prefix)) == 0) {
+      EXPECT(info.norm_adds == kNormAdd[c].norm_adds,
+             "%s: %u ADDs done by the LAYER_NORM after them, expected %u", name,
+             info.norm_adds, kNormAdd[c].norm_adds);
       break;
     }
   }
@@ -1082,12 +1104,13 @@ int main(int argc, char** argv) {
   printf("op cases: %u steps, %u GEMMs, %u biases fused into cuBLASLt epilogues, %u "
          "activations fused (cuBLASLt or gemv), %u bias_act kernels, %u CONV2D as im2col + "
          "GEMM (%u of them channels last), %u as implicit GEMM (%u of them on wgmma, which this GPU %s; %u residuals "
-         "fused), %u LINEAR as gemv, %u SDPA on the flash kernel (%u layout copies folded)\n",
+         "fused), %u ADDs done by a LAYER_NORM, %u LINEAR as gemv, %u SDPA on the flash kernel "
+         "(%u layout copies folded)\n",
          g_totals.steps, g_totals.gemms, g_totals.fused_biases, g_totals.fused_activations,
          g_totals.bias_act_kernels, g_totals.conv_gemms, g_totals.conv_gemms_nhwc,
          g_totals.conv_igemms,
          g_totals.conv_wgmmas, g_totals.conv_wgmma ? "takes" : "does not take",
-         g_totals.fused_residuals, g_totals.gemv_kernels, g_totals.sdpa_flash,
+         g_totals.fused_residuals, g_totals.norm_adds, g_totals.gemv_kernels, g_totals.sdpa_flash,
          g_totals.folded_layout_ops);
 
   static const char* binding_cases[] = {"mlp_f32", "outputs_f32", "linear_bias_input_f16",

@@ -6,7 +6,9 @@
  * (up to EMBER_K_LAYER_NORM_PER_THREAD a thread; kernel_params.h): a warp per row up to
  * EMBER_K_LAYER_NORM_WARP_COLS, else a block. 16-byte moves when every address and the
  * row length allow (bound inputs and outputs may be less aligned, so this is checked per
- * launch), else element by element. Longer rows loop over global memory three times. */
+ * launch), else element by element. Longer rows loop over global memory three times.
+ * With a residual (the ADD before it), each element is x + r rounded to the dtype, as the
+ * ADD would have stored it. */
 #include "kernel_common.cuh"
 
 namespace ember {
@@ -48,6 +50,12 @@ __device__ void layer_norm_vectors(const ember_k_layer_norm_params& p, float* sc
       const int32_t j = g.t + g.size * k;
       if (j < chunks) {
         v[k].load(x_row, (uint32_t)j);
+        if (p.has_residual) {
+          Vec16<T> r;
+          r.load(p.r + (uint64_t)row * row_bytes, (uint32_t)j);
+#pragma unroll
+          for (int e = 0; e < kCount; ++e) v[k].set(e, v[k].get(e) + r.get(e));
+        }
 #pragma unroll
         for (int e = 0; e < kCount; ++e) s += v[k].get(e);
       }
@@ -92,6 +100,15 @@ __device__ void layer_norm_vectors(const ember_k_layer_norm_params& p, float* sc
   }
 }
 
+/* Element i of the rows normalized: x's, or x + r rounded to the dtype. */
+template <typename T>
+__device__ __forceinline__ float norm_input(const ember_k_layer_norm_params& p, int64_t i) {
+  if (!p.has_residual) return load<T>(p.x, i);
+  T sum;
+  Element<T>::store(&sum, load<T>(p.x, i) + load<T>(p.r, i));
+  return Element<T>::load(&sum);
+}
+
 /* Element by element, reading the row three times: rows too long for registers, and
  * rows whose length or addresses do not allow 16-byte moves. */
 template <typename T, bool kWarp>
@@ -101,17 +118,17 @@ __device__ void layer_norm_loop(const ember_k_layer_norm_params& p, float* scrat
   for (int64_t row = g.first; row < p.rows; row += g.step) {
     const int64_t base = row * cols;
     float s = 0.0f;
-    for (int64_t c = g.t; c < cols; c += g.size) s += load<T>(p.x, base + c);
+    for (int64_t c = g.t; c < cols; c += g.size) s += norm_input<T>(p, base + c);
     const float mean = g.sum(s, scratch) / (float)cols;
     float v = 0.0f;
     for (int64_t c = g.t; c < cols; c += g.size) {
-      const float d = load<T>(p.x, base + c) - mean;
+      const float d = norm_input<T>(p, base + c) - mean;
       v += d * d;
     }
     const float variance = g.sum(v, scratch) / (float)cols;
     const float inv_std = rsqrtf(variance + p.eps);
     for (int64_t c = g.t; c < cols; c += g.size) {
-      float out = (load<T>(p.x, base + c) - mean) * inv_std;
+      float out = (norm_input<T>(p, base + c) - mean) * inv_std;
       if (p.has_weight) out *= load<T>(p.w, c);
       if (p.has_bias) out += load<T>(p.b, c);
       store<T>(p.y, base + c, out);
@@ -122,8 +139,8 @@ __device__ void layer_norm_loop(const ember_k_layer_norm_params& p, float* scrat
 template <typename T>
 __device__ void layer_norm(const ember_k_layer_norm_params& p) {
   __shared__ float scratch[32];
-  const uint64_t addresses =
-      p.x | p.y | (p.has_weight ? p.w : 0u) | (p.has_bias ? p.b : 0u);
+  const uint64_t addresses = p.x | p.y | (p.has_residual ? p.r : 0u) |
+                             (p.has_weight ? p.w : 0u) | (p.has_bias ? p.b : 0u);
   const bool vector = p.cols % Vec16<T>::kCount == 0 && aligned16(addresses);
   if (p.cols <= EMBER_K_LAYER_NORM_WARP_COLS) {
     if (vector) {
