@@ -2736,6 +2736,28 @@ static void set_im2col_index32(ember_k_im2col_params* p) {
   }
 }
 
+/* Prepares conv op i's cuBLASLt GEMM into the executor's next slot: *out_gemm is it, or
+ * NULL when cuBLASLt has no algorithm (the caller runs the conv another way). */
+static ember_status* add_conv_gemm(ember_cuda_executor* executor, uint32_t i,
+                                   const ember_cuda_gemm_plain* request, size_t* max_workspace,
+                                   ember_cuda_gemm** out_gemm) {
+  *out_gemm = NULL;
+  ember_cuda_gemm* gemm = &executor->gemms[executor->num_gemms];
+  ember_status* status = ember_cuda_gemm_prepare_plain(executor->lt, executor->lt_handle,
+                                                       request, gemm);
+  if (status != NULL) {
+    if (ember_status_code_of(status) != EMBER_UNAVAILABLE) {
+      return ember_cuda_annotate(status, "op %" PRIu32 " (CONV2D)", i);
+    }
+    ember_status_free(status);
+    return NULL;
+  }
+  ++executor->num_gemms;
+  if (gemm->workspace_size > *max_workspace) *max_workspace = gemm->workspace_size;
+  *out_gemm = gemm;
+  return NULL;
+}
+
 /* CONV2D as im2col (a kernel) + cuBLASLt GEMM, in one of two shapes:
  * - per image (a strided batch): y [O, OH·OW] row-major is column-major
  *   D [OH·OW, O] = A·B with A = col [OH·OW, rows] (the image's im2col rows, column-major)
@@ -2792,18 +2814,9 @@ static ember_status* build_conv2d_gemm(ember_cuda_executor* executor, uint32_t i
                                      : address_alignment(tensor_address(executor, residual));
     if (r_alignment < request.alignments[2]) request.alignments[2] = r_alignment;
   }
-  ember_cuda_gemm* gemm = &executor->gemms[executor->num_gemms];
-  ember_status* status = ember_cuda_gemm_prepare_plain(executor->lt, executor->lt_handle,
-                                                       &request, gemm);
-  if (status != NULL) {
-    if (ember_status_code_of(status) != EMBER_UNAVAILABLE) {
-      return ember_cuda_annotate(status, "op %" PRIu32 " (CONV2D)", i);
-    }
-    ember_status_free(status);
-    return NULL;
-  }
-  ++executor->num_gemms;
-  if (gemm->workspace_size > *max_workspace) *max_workspace = gemm->workspace_size;
+  ember_cuda_gemm* gemm = NULL;
+  EMBER_RETURN_IF_ERROR(add_conv_gemm(executor, i, &request, max_workspace, &gemm));
+  if (gemm == NULL) return NULL;
   *out_relu_done = gemm->activation_fused == EMBER_CUDA_GEMM_ACT_RELU;
 
   ember_k_im2col_params p = {0};
@@ -2994,18 +3007,9 @@ static ember_status* build_conv2d_gemm_nhwc(ember_cuda_executor* executor, uint3
       .max_workspace = EMBER_CUDA_MAX_WORKSPACE,
       .device = executor->device_ordinal,
   };
-  ember_cuda_gemm* gemm = &executor->gemms[executor->num_gemms];
-  ember_status* status = ember_cuda_gemm_prepare_plain(executor->lt, executor->lt_handle,
-                                                       &request, gemm);
-  if (status != NULL) {
-    if (ember_status_code_of(status) != EMBER_UNAVAILABLE) {
-      return ember_cuda_annotate(status, "op %" PRIu32 " (CONV2D)", i);
-    }
-    ember_status_free(status);
-    return NULL;
-  }
-  ++executor->num_gemms;
-  if (gemm->workspace_size > *max_workspace) *max_workspace = gemm->workspace_size;
+  ember_cuda_gemm* gemm = NULL;
+  EMBER_RETURN_IF_ERROR(add_conv_gemm(executor, i, &request, max_workspace, &gemm));
+  if (gemm == NULL) return NULL;
 
   const bool x_channels_last = add_conv_input_pack(executor, i);
   const int64_t cp = conv_packed_channels(x->dims[1]);
