@@ -27,7 +27,10 @@
  * The epilogue adds the bias (the augmented weights' column k_taps), rounds to the dtype
  * into shared memory, then writes y 8 positions of one channel at a time: with 16-byte
  * accesses where the 8 are in one image and aligned, adding the residual and the ReLU
- * there (so y rounds twice when a residual is fused, as the unfused CONV2D then ADD). */
+ * there (so y rounds twice when a residual is fused, as the unfused CONV2D then ADD).
+ *
+ * A conv with too few tiles for this kernel may run on cuBLASLt with the same weights and
+ * layouts instead: ember_im2col_nhwc_2 writes its col from the channels-last input. */
 #include "conv_igemm_tile.cuh"
 
 namespace ember {
