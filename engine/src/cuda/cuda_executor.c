@@ -605,6 +605,16 @@ static bool can_fuse_activation(const ember_plan* plan, uint32_t i, const uint32
   return x->dims[x->rank - 1] != 0;
 }
 
+/* Whether a and b have the same rank and dims: an elementwise operand that needs no
+ * broadcast. */
+static bool same_dims(const ember_tensor_desc* a, const ember_tensor_desc* b) {
+  if (a->rank != b->rank) return false;
+  for (uint32_t d = 0; d < a->rank; ++d) {
+    if (a->dims[d] != b->dims[d]) return false;
+  }
+  return true;
+}
+
 static bool executor_conv_runs_igemm(const ember_cuda_executor* executor, const ember_op_desc* op);
 static bool executor_conv_may_run_gemm_nhwc(const ember_cuda_executor* executor,
                                             const ember_op_desc* op);
@@ -641,11 +651,7 @@ static bool can_fuse_residual(const ember_cuda_executor* executor, uint32_t i,
   const ember_tensor_desc* y = &plan->tensors[t];
   const ember_tensor_desc* other = &plan->tensors[a == t ? b : a];
   const ember_tensor_desc* sum = ember_plan_op_output_tensor(plan, next, 0);
-  if (other->dtype != y->dtype || other->rank != y->rank || sum->rank != y->rank) return false;
-  for (uint32_t d = 0; d < y->rank; ++d) {
-    if (other->dims[d] != y->dims[d] || sum->dims[d] != y->dims[d]) return false;
-  }
-  return true;
+  return other->dtype == y->dtype && same_dims(other, y) && same_dims(sum, y);
 }
 
 /* Whether ADD op i is done by the LAYER_NORM right after it, which then normalizes the
@@ -668,10 +674,7 @@ static bool can_fuse_add_into_norm(const ember_plan* plan, uint32_t i, const uin
   }
   for (uint32_t k = 0; k < 2; ++k) {
     const ember_tensor_desc* in = ember_plan_op_input_tensor(plan, op, k);
-    if (in->dtype != sum->dtype || in->rank != sum->rank) return false;
-    for (uint32_t d = 0; d < sum->rank; ++d) {
-      if (in->dims[d] != sum->dims[d]) return false;
-    }
+    if (in->dtype != sum->dtype || !same_dims(in, sum)) return false;
   }
   return true;
 }
