@@ -45,6 +45,7 @@ static void settings_read(void) {
   }
   read_flag("EMBER_CUDA_GRAPHS", &settings.cuda_graphs);
   read_flag("EMBER_CUDA_WGMMA", &settings.cuda_wgmma);
+  read_flag("EMBER_CUDA_GEMM_WGMMA", &settings.cuda_gemm_wgmma);
   read_flag("EMBER_CUDA_CONV_NHWC_GEMM", &settings.cuda_conv_nhwc_gemm);
   read_flag("EMBER_CUDA_PROFILE", &settings.cuda_profile);
 }

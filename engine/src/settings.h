@@ -8,8 +8,16 @@
  *                                  instead of replaying a CUDA graph (default 1). For
  *                                  debugging and measurement.
  *   EMBER_CUDA_WGMMA=0|1           0: convs that take the implicit-GEMM kernel run on its
- *                                  mma.sync form even on a GPU with wgmma (default 1).
- *                                  For testing that form on Hopper, and measurement.
+ *                                  mma.sync form even on a GPU with wgmma (default 1),
+ *                                  and EMBER_CUDA_GEMM_WGMMA is off. For testing that
+ *                                  form on Hopper, and measurement.
+ *   EMBER_CUDA_GEMM_WGMMA=0|1      1: a LINEAR with an activation cuBLASLt cannot fuse
+ *                                  (GELU's erf form, SIGMOID, TANH, SILU) runs as one
+ *                                  gemm_wgmma kernel on Hopper instead of a cuBLASLt
+ *                                  GEMM and a kernel for the activation (default 0: on
+ *                                  the H200 it ran the MLP at batch 4096 1.3x slower,
+ *                                  though a program whose GEMMs all take it skips
+ *                                  cuBLASLt's load and heuristics at create).
  *   EMBER_CUDA_CONV_NHWC_GEMM=0|1  0: convs too small for the implicit-GEMM kernel run as
  *                                  im2col + GEMM in NCHW only, not channels last with
  *                                  the output channels as M (default 1). For measurement.
@@ -32,6 +40,7 @@ typedef struct ember_settings {
   ember_executor_kind executor;
   bool cuda_graphs;
   bool cuda_wgmma;
+  bool cuda_gemm_wgmma;
   bool cuda_conv_nhwc_gemm;
   bool cuda_profile;
   /* Non-empty when a variable holds a value that means nothing: the error to report. */

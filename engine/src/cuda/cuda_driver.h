@@ -59,6 +59,7 @@
   X(cuModuleGetFunction)                    \
   X(cuLaunchKernel)                         \
   X(cuFuncSetAttribute)                     \
+  X(cuTensorMapEncodeTiled)                 \
   X(cuEventCreate)                          \
   X(cuEventDestroy)                         \
   X(cuEventRecord)                          \

@@ -56,6 +56,9 @@ typedef struct ember_cuda_step {
   /* Whether a ref is an input or output (whose address can change between runs), and
    * the addresses the graph holds for each ref. */
   bool touches_io;
+  /* A gemm_wgmma step: its tensor maps are encoded again whenever its addresses are
+   * patched (they hold x's and w's addresses). */
+  bool encodes_tensor_maps;
   uint64_t baked[EMBER_CUDA_MAX_REFS];
   CUgraphNode node;
 } ember_cuda_step;
@@ -73,7 +76,7 @@ typedef struct ember_cuda_executor {
   bool too_many_refs;
   const ember_plan* plan;
   const ember_cuda_driver* driver;
-  const ember_cublaslt_library* lt; /* NULL when the plan has no GEMM (plan_needs_cublaslt) */
+  const ember_cublaslt_library* lt; /* NULL when no op runs on it (executor_needs_cublaslt) */
   CUdevice device;
   int device_ordinal;
   int sm_count;
@@ -122,6 +125,9 @@ typedef struct ember_cuda_executor {
    * it has no step (can_fuse_add_into_norm), and how many are. */
   bool* add_into_norm;
   uint32_t norm_adds;
+  /* LINEARs run with the activation after them on the gemm_wgmma kernel (those whose
+   * activation cuBLASLt cannot fuse, on compute capability 9.0). */
+  uint32_t gemm_wgmmas;
   /* The product [O, N·OH·OW] of a CONV2D that runs as one GEMM over all its images, before
    * it is moved into NCHW (the largest any such conv needs; 0 if none does). */
   CUdeviceptr conv_out;
@@ -264,13 +270,24 @@ static ember_cuda_step* add_kernel_step(ember_cuda_executor* executor, uint32_t 
   return step;
 }
 
-/* Writes the current addresses of a kernel step's tensors into its parameter struct. */
-static void patch_kernel_params(const ember_cuda_executor* executor, ember_cuda_step* step) {
+static ember_status* encode_gemm_wgmma_maps(const ember_cuda_driver* driver,
+                                            ember_k_gemm_wgmma_params* p);
+
+/* Writes the current addresses of a kernel step's tensors into its parameter struct (and
+ * the tensor maps made from them). */
+static ember_status* patch_kernel_params(const ember_cuda_executor* executor,
+                                         ember_cuda_step* step) {
   for (uint32_t r = 0; r < step->num_refs; ++r) {
     const uint64_t address =
         tensor_address(executor, step->refs[r].tensor) + step->refs[r].offset;
     memcpy(step->params + step->refs[r].slot, &address, sizeof address);
   }
+  if (!step->encodes_tensor_maps) return NULL;
+  ember_k_gemm_wgmma_params p;
+  memcpy(&p, step->params, sizeof p);
+  EMBER_RETURN_IF_ERROR(encode_gemm_wgmma_maps(executor->driver, &p));
+  memcpy(step->params, &p, sizeof p);
+  return NULL;
 }
 
 static ember_k_unary_op unary_op_of(const ember_plan* plan, const ember_op_desc* op) {
@@ -577,10 +594,16 @@ static bool is_activation(ember_opcode opcode) {
 
 /* Whether op i (LINEAR or MATMUL) can take op i + 1 into its epilogue: RELU, or GELU in
  * the tanh form (what CUBLASLT_EPILOGUE_GELU computes), or any activation for a LINEAR
- * that runs as the gemv kernel (which applies activate()); a CONV2D takes a RELU (in its
+ * that runs as the gemv kernel (which applies activate()), or one of those cuBLASLt lacks
+ * for a LINEAR the gemm_wgmma kernel takes with it; a CONV2D takes a RELU (in its
  * GEMM's epilogue, or a ReLU in place after it), and so does a binary op (its kernel's
  * `relu`). The activation reads only the op's output, and nothing else reads that. */
-static bool can_fuse_activation(const ember_plan* plan, uint32_t i, const uint32_t* readers) {
+static bool linear_takes_gemm_wgmma(const ember_cuda_executor* executor, const ember_op_desc* op,
+                                    const ember_op_desc* next);
+
+static bool can_fuse_activation(const ember_cuda_executor* executor, uint32_t i,
+                                const uint32_t* readers) {
+  const ember_plan* plan = executor->plan;
   if (i + 1 >= plan->num_ops) return false;
   const ember_op_desc* op = &plan->ops[i];
   const ember_op_desc* next = &plan->ops[i + 1];
@@ -597,7 +620,8 @@ static bool can_fuse_activation(const ember_plan* plan, uint32_t i, const uint32
       next->opcode == EMBER_OP_RELU ||
       (next->opcode == EMBER_OP_GELU &&
        ember_plan_op_attr(plan, next, EMBER_ATTR_GELU_APPROXIMATE) == 1);
-  if (!cublaslt_epilogue && !(is_activation(next->opcode) && linear_takes_gemv(plan, op))) {
+  if (!cublaslt_epilogue && !(is_activation(next->opcode) && linear_takes_gemv(plan, op)) &&
+      !linear_takes_gemm_wgmma(executor, op, next)) {
     return false;
   }
   /* A GEMM with nothing to compute (K == 0) is not a cuBLASLt call. */
@@ -821,6 +845,17 @@ static ember_status* plan_channels_last(ember_cuda_executor* executor, uint64_t*
  * have put that output on the bytes of an input whose life ends at the GEMM (an MLP's
  * hidden layers always are), so such an output gets bytes no other tensor uses.
  * *out_extra is the bytes the arena needs past plan->arena_size (rounded up). */
+/* Per tensor, how many op inputs read it (calloc'ed; NULL when out of memory). */
+static uint32_t* count_readers(const ember_plan* plan) {
+  uint32_t* readers = calloc(plan->num_tensors, sizeof(uint32_t));
+  for (uint32_t i = 0; i < plan->num_ops && readers != NULL; ++i) {
+    for (uint32_t k = 0; k < plan->ops[i].num_inputs; ++k) {
+      ++readers[ember_plan_op_input(plan, &plan->ops[i], k)];
+    }
+  }
+  return readers;
+}
+
 static ember_status* plan_fusions(ember_cuda_executor* executor, uint64_t* out_extra) {
   const ember_plan* plan = executor->plan;
   *out_extra = 0;
@@ -828,18 +863,13 @@ static ember_status* plan_fusions(ember_cuda_executor* executor, uint64_t* out_e
   executor->conv_residual = calloc(plan->num_ops, sizeof(bool));
   executor->add_into_norm = calloc(plan->num_ops, sizeof(bool));
   executor->relocated = malloc(plan->num_tensors * sizeof(uint64_t));
-  uint32_t* readers = calloc(plan->num_tensors, sizeof(uint32_t));
+  uint32_t* readers = count_readers(plan);
   if (executor->fuse_next == NULL || executor->conv_residual == NULL ||
       executor->add_into_norm == NULL || executor->relocated == NULL || readers == NULL) {
     free(readers);
     return ember_status_make(EMBER_OUT_OF_MEMORY, "cuda executor: out of memory");
   }
   for (uint32_t t = 0; t < plan->num_tensors; ++t) executor->relocated[t] = UINT64_MAX;
-  for (uint32_t i = 0; i < plan->num_ops; ++i) {
-    for (uint32_t k = 0; k < plan->ops[i].num_inputs; ++k) {
-      ++readers[ember_plan_op_input(plan, &plan->ops[i], k)];
-    }
-  }
   ember_status* status = NULL;
   for (uint32_t i = 0; i + 1 < plan->num_ops && status == NULL; ++i) {
     /* A conv that takes its residual ADD (and the RELU after that) writes the last one's
@@ -849,11 +879,11 @@ static ember_status* plan_fusions(ember_cuda_executor* executor, uint64_t* out_e
     if (can_fuse_residual(executor, i, readers)) {
       executor->conv_residual[i] = true;
       residual = residual_input(plan, i);
-      if (can_fuse_activation(plan, i + 1, readers)) {
+      if (can_fuse_activation(executor, i + 1, readers)) {
         executor->fuse_next[i + 1] = true;
         last = i + 2;
       }
-    } else if (can_fuse_activation(plan, i, readers)) {
+    } else if (can_fuse_activation(executor, i, readers)) {
       executor->fuse_next[i] = true;
     } else if (can_fuse_add_into_norm(plan, i, readers)) {
       /* The LAYER_NORM reads the ADD's inputs while it writes its output. */
@@ -942,6 +972,148 @@ static void add_gemv_step(ember_cuda_executor* executor, uint32_t i, uint32_t fu
   add_ref(executor, step, out, offsetof(ember_k_gemv_params, y));
 }
 
+/* ---- LINEAR + activation on the gemm_wgmma kernel ------------------------------------ */
+
+/* Fewer output tiles than this leave most of the GPU idle, where cuBLASLt's smaller tiles
+ * (or split K) and a separate activation kernel do better; the conv kernel's bound. */
+#define EMBER_CUDA_GEMM_WGMMA_MIN_TILES 64u
+
+static uint64_t ceil_div_u64(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
+
+static bool is_16bit_float(ember_dtype dtype) {
+  return dtype == EMBER_DTYPE_FLOAT16 || dtype == EMBER_DTYPE_BFLOAT16;
+}
+
+/* Whether this executor runs LINEARs with the activations cuBLASLt lacks on gemm_wgmma:
+ * compute capability 9.0, EMBER_CUDA_GEMM_WGMMA=1 and EMBER_CUDA_WGMMA not 0. Off by
+ * default: on the H200 the MLP's four 4096 x 1024 x 1024 LINEAR + erf GELU pairs took
+ * 121.5 us on it against 93.2 on cuBLASLt and the GELU kernel (same run), as the erf's
+ * arithmetic (~40 instructions an element) runs after the MMAs instead of beside them
+ * and the MMA loop itself is slower than cuBLASLt's. */
+static bool uses_gemm_wgmma(const ember_cuda_executor* executor) {
+  const ember_settings* settings = ember_settings_get();
+  return executor->kernels.gemm_wgmma && settings->cuda_wgmma && settings->cuda_gemm_wgmma;
+}
+
+/* Whether LINEAR op runs with activation `next` (which reads its output) on the
+ * gemm_wgmma kernel (kernel_params.h): an activation cuBLASLt's epilogue lacks (GELU's erf
+ * form, SIGMOID, TANH, SILU), weight [N, K], float16 or bfloat16 throughout, K and N
+ * multiples of 8 (the tensor maps' row pitch, the pairs the epilogue stores), sizes
+ * within int32, more rows than the gemv kernel takes and enough 128 x 256 tiles, on an
+ * executor that uses the kernel (uses_gemm_wgmma). */
+static bool linear_takes_gemm_wgmma(const ember_cuda_executor* executor, const ember_op_desc* op,
+                                    const ember_op_desc* next) {
+  const ember_plan* plan = executor->plan;
+  if (!uses_gemm_wgmma(executor) || op->opcode != EMBER_OP_LINEAR ||
+      ember_plan_op_attr(plan, op, EMBER_ATTR_LINEAR_WEIGHT_LAYOUT) != 0 ||
+      linear_takes_gemv(plan, op)) {
+    return false;
+  }
+  const bool activation =
+      (next->opcode == EMBER_OP_GELU &&
+       ember_plan_op_attr(plan, next, EMBER_ATTR_GELU_APPROXIMATE) == 0) ||
+      next->opcode == EMBER_OP_SIGMOID || next->opcode == EMBER_OP_TANH ||
+      next->opcode == EMBER_OP_SILU;
+  if (!activation) return false;
+  const ember_tensor_desc* x = ember_plan_op_input_tensor(plan, op, 0);
+  const ember_tensor_desc* w = ember_plan_op_input_tensor(plan, op, 1);
+  const ember_tensor_desc* y = ember_plan_op_output_tensor(plan, op, 0);
+  const ember_tensor_desc* z = ember_plan_op_output_tensor(plan, next, 0);
+  if (!is_16bit_float(y->dtype) || x->dtype != y->dtype || w->dtype != y->dtype ||
+      z->dtype != y->dtype ||
+      (op->num_inputs == 3 && ember_plan_op_input_tensor(plan, op, 2)->dtype != y->dtype)) {
+    return false;
+  }
+  const int64_t k = x->dims[x->rank - 1], n = y->dims[y->rank - 1];
+  if (k <= 0 || n <= 0 || k % 8 != 0 || n % 8 != 0 || k > INT32_MAX || n > INT32_MAX) return false;
+  const uint64_t rows = x->numel / (uint64_t)k;
+  if (rows > INT32_MAX) return false;
+  const uint64_t tiles = ceil_div_u64(rows, EMBER_K_GEMM_WGMMA_BM) *
+                         ceil_div_u64((uint64_t)n, EMBER_K_GEMM_WGMMA_BN);
+  return tiles >= EMBER_CUDA_GEMM_WGMMA_MIN_TILES && tiles <= INT32_MAX;
+}
+
+/* One 2-D tensor map of `rows` rows of k 2-byte elements at `address`, boxes of BK x
+ * box_rows with the 128-byte swizzle, zeros outside (what gemm_wgmma.cu reads). */
+static ember_status* encode_gemm_wgmma_map(const ember_cuda_driver* driver, uint64_t* out,
+                                           uint64_t address, int64_t rows, int64_t k,
+                                           uint32_t box_rows, const char* what) {
+  _Static_assert(sizeof(CUtensorMap) == 16 * sizeof(uint64_t), "a tensor map is 128 bytes");
+  CUtensorMap map;
+  const cuuint64_t dims[2] = {(cuuint64_t)k, (cuuint64_t)rows};
+  const cuuint64_t strides[1] = {(cuuint64_t)k * 2u};
+  const cuuint32_t box[2] = {EMBER_K_GEMM_WGMMA_BK, box_rows};
+  const cuuint32_t element_strides[2] = {1, 1};
+  CUresult result = driver->cuTensorMapEncodeTiled(
+      &map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, (void*)(uintptr_t)address, dims, strides, box,
+      element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (result != CUDA_SUCCESS) return ember_cuda_status(driver, result, what);
+  memcpy(out, &map, sizeof map);
+  return NULL;
+}
+
+static ember_status* encode_gemm_wgmma_maps(const ember_cuda_driver* driver,
+                                            ember_k_gemm_wgmma_params* p) {
+  EMBER_RETURN_IF_ERROR(encode_gemm_wgmma_map(driver, p->x_map, p->x, p->rows, p->k,
+                                              EMBER_K_GEMM_WGMMA_BM,
+                                              "cuTensorMapEncodeTiled(LINEAR x)"));
+  return encode_gemm_wgmma_map(driver, p->w_map, p->w, p->n, p->k,
+                               EMBER_K_GEMM_WGMMA_BN / EMBER_K_GEMM_WGMMA_CLUSTER,
+                               "cuTensorMapEncodeTiled(LINEAR weight)");
+}
+
+/* Bound inputs and outputs the step reads through a tensor map or writes by pairs must
+ * be 16-byte aligned (else they are staged at run time). */
+static void require_io_alignment(ember_cuda_executor* executor, uint32_t tensor, uint32_t bytes) {
+  const ember_tensor_desc* t = &executor->plan->tensors[tensor];
+  if (!is_io(t)) return;
+  uint32_t* alignment = &executor->io_alignment[io_slot(executor, t)];
+  if (*alignment < bytes) *alignment = bytes;
+}
+
+/* LINEAR op i and activation op `fused` as one gemm_wgmma step (linear_takes_gemm_wgmma),
+ * writing the activation's output. */
+static ember_status* add_gemm_wgmma_step(ember_cuda_executor* executor, uint32_t i,
+                                         uint32_t fused) {
+  const ember_plan* plan = executor->plan;
+  const ember_op_desc* op = &plan->ops[i];
+  const ember_tensor_desc* x = ember_plan_op_input_tensor(plan, op, 0);
+  const ember_tensor_desc* y = ember_plan_op_output_tensor(plan, op, 0);
+  ember_k_gemm_wgmma_params p;
+  memset(&p, 0, sizeof p);
+  p.k = (int32_t)x->dims[x->rank - 1];
+  p.n = (int32_t)y->dims[y->rank - 1];
+  p.rows = (int32_t)(x->numel / (uint64_t)p.k);
+  p.k_tiles = (int32_t)ceil_div_u64((uint64_t)p.k, EMBER_K_GEMM_WGMMA_BK);
+  p.n_tiles = (int32_t)ceil_div_u64((uint64_t)p.n, EMBER_K_GEMM_WGMMA_BN);
+  p.act = (int32_t)unary_op_of(plan, &plan->ops[fused]);
+  p.has_bias = op->num_inputs == 3;
+  /* Whole clusters: a block past the last row tile still copies its share of w's tiles
+   * for the others, and writes nothing. */
+  const uint64_t m_tiles =
+      ceil_div_u64(ceil_div_u64((uint64_t)p.rows, EMBER_K_GEMM_WGMMA_BM), EMBER_K_GEMM_WGMMA_CLUSTER) *
+      EMBER_K_GEMM_WGMMA_CLUSTER;
+  ember_cuda_step* step = add_kernel_step(
+      executor, i, EMBER_CUDA_KERNEL_GEMM_WGMMA + ember_cuda_half_index(y->dtype),
+      (unsigned int)(m_tiles * (uint64_t)p.n_tiles), &p, sizeof p);
+  step->block = EMBER_K_GEMM_WGMMA_THREADS;
+  step->shared_bytes = EMBER_K_GEMM_WGMMA_SMEM_BYTES;
+  step->encodes_tensor_maps = true;
+  const uint32_t out = ember_plan_op_output(plan, &plan->ops[fused], 0);
+  add_ref(executor, step, ember_plan_op_input(plan, op, 0), offsetof(ember_k_gemm_wgmma_params, x));
+  add_ref(executor, step, ember_plan_op_input(plan, op, 1), offsetof(ember_k_gemm_wgmma_params, w));
+  if (p.has_bias) {
+    add_ref(executor, step, ember_plan_op_input(plan, op, 2),
+            offsetof(ember_k_gemm_wgmma_params, bias));
+  }
+  add_ref(executor, step, out, offsetof(ember_k_gemm_wgmma_params, y));
+  for (uint32_t r = 0; r < step->num_refs; ++r) require_io_alignment(executor, step->refs[r].tensor, 16);
+  ++executor->gemm_wgmmas;
+  /* Encoded now too, so that a map the driver refuses fails in create, not in a run. */
+  return patch_kernel_params(executor, step);
+}
+
 static ember_status* build_gemm(ember_cuda_executor* executor, uint32_t i, uint32_t fused,
                                 size_t* max_workspace) {
   const ember_plan* plan = executor->plan;
@@ -961,6 +1133,9 @@ static ember_status* build_gemm(ember_cuda_executor* executor, uint32_t i, uint3
   if (linear_takes_gemv(plan, op)) {
     add_gemv_step(executor, i, fused);
     return NULL;
+  }
+  if (fused != EMBER_PLAN_NO_INDEX && linear_takes_gemm_wgmma(executor, op, &plan->ops[fused])) {
+    return add_gemm_wgmma_step(executor, i, fused);
   }
   ember_cuda_gemm_request request = {
       .plan = plan,
@@ -1380,7 +1555,7 @@ typedef struct sdpa_view {
  * bfloat16, no mask tensor (is_causal is fine), e == ev of 64 or 128, L, S and every batch
  * dim at least 1, the block count (and every size) within int32, and every operand 16-byte
  * aligned (the plan's offsets are multiples of 64; a bound input or output that is not
- * aligned is staged). Decided from the plan alone, so that plan_needs_cublaslt knows
+ * aligned is staged). Decided from the plan alone, so that executor_needs_cublaslt knows
  * before prepare whether the plan's SDPAs need cuBLASLt. */
 static bool sdpa_takes_flash(const ember_plan* plan, const ember_op_desc* op,
                              sdpa_flash_shape* out) {
@@ -2426,8 +2601,8 @@ static bool conv_gemm_sizes(const ember_plan* plan, const ember_op_desc* op,
 /* Output tiles below which a conv keeps im2col + cuBLASLt GEMM rather than the
  * implicit-GEMM kernel: that kernel has no split over K, so a grid of fewer tiles than
  * the GPU has SMs (resnet18 at batch 1) leaves SMs idle, where cuBLASLt splits. Fixed
- * counts, not the device's, so that whether a plan needs cuBLASLt is known before a
- * device is opened (plan_needs_cublaslt takes the larger: a superset). The wgmma kernel
+ * counts, not the device's (executor_needs_cublaslt takes the larger: a superset of the
+ * convs that may use cuBLASLt). The wgmma kernel
  * finishes a tile in about half the time, so half a wave of it (resnet18's layer4 at
  * batch 64: 100 tiles) still beats im2col + GEMM. */
 #define EMBER_CUDA_CONV_IGEMM_MIN_TILES 128u
@@ -2437,7 +2612,6 @@ static bool conv_gemm_sizes(const ember_plan* plan, const ember_op_desc* op,
  * channels (resnet's first stage), else 128 (conv_igemm.cu picks the same). */
 static int64_t conv_igemm_bm(int64_t channels) { return channels <= 64 ? 64 : 128; }
 
-static uint64_t ceil_div_u64(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
 
 /* The implicit-GEMM kernel's blocks for output y [N, O, OH, OW]: position tiles times
  * channel tiles (blockIdx.x % channel tiles is a block's channel tile). */
@@ -3351,11 +3525,12 @@ static ember_status* enqueue_gemm_step(ember_cuda_executor* executor, ember_cuda
                                  addresses[GEMM_D], executor->workspace, executor->stream);
 }
 
-static void bake_kernel_step(ember_cuda_executor* executor, ember_cuda_step* step) {
-  patch_kernel_params(executor, step);
+static ember_status* bake_kernel_step(ember_cuda_executor* executor, ember_cuda_step* step) {
+  EMBER_RETURN_IF_ERROR(patch_kernel_params(executor, step));
   for (uint32_t r = 0; r < step->num_refs; ++r) {
     step->baked[r] = tensor_address(executor, step->refs[r].tensor);
   }
+  return NULL;
 }
 
 static CUDA_KERNEL_NODE_PARAMS kernel_node_params(ember_cuda_step* step) {
@@ -3383,7 +3558,7 @@ static ember_status* enqueue_eager(ember_cuda_executor* executor, ember_cuda_pro
       EMBER_RETURN_IF_ERROR(ember_cuda_annotate(enqueue_gemm_step(executor, step),
                                                   "op %" PRIu32, step->op_index));
     } else {
-      bake_kernel_step(executor, step);
+      EMBER_RETURN_IF_ERROR(bake_kernel_step(executor, step));
       CU_CHECK(executor,
                executor->driver->cuLaunchKernel(step->function, step->grid, 1, 1, step->block,
                                                 1, 1, step->shared_bytes, executor->stream,
@@ -3520,7 +3695,7 @@ static ember_status* build_graph(ember_cuda_executor* executor) {
       driver->cuGraphDestroy(child); /* the node holds a clone */
       CU_CHECK(executor, result, "cuGraphAddChildGraphNode");
     } else {
-      bake_kernel_step(executor, step);
+      EMBER_RETURN_IF_ERROR(bake_kernel_step(executor, step));
       CUDA_KERNEL_NODE_PARAMS params = kernel_node_params(step);
       CU_CHECK(executor,
                driver->cuGraphAddKernelNode(&step->node, executor->graph, &previous,
@@ -3555,7 +3730,7 @@ static ember_status* update_graph(ember_cuda_executor* executor) {
                                                           child);
       driver->cuGraphDestroy(child);
     } else {
-      bake_kernel_step(executor, step);
+      EMBER_RETURN_IF_ERROR(bake_kernel_step(executor, step));
       CUDA_KERNEL_NODE_PARAMS params = kernel_node_params(step);
       result = driver->cuGraphExecKernelNodeSetParams(executor->graph_exec, step->node, &params);
     }
@@ -3801,30 +3976,40 @@ static ember_status* cuda_executor_run(ember_executor* base, const ember_tensor_
 
 /* ---- prepare and destroy -------------------------------------------------------------- */
 
-/* Whether any op of the plan may run on cuBLASLt: a MATMUL, a LINEAR that is not the gemv
- * kernel, an SDPA (not on the flash kernel) or CONV2D that passes the checks for running
- * as GEMMs (sdpa_takes_flash, sdpa_gemm_sizes, conv_gemm_sizes). Loading cuBLASLt costs ~60 ms (the dlopen) that a
- * program of Ember's own kernels never repays, so such a program does not load it. A
- * superset is harmless (a load for nothing); an op missed here fails prepare with
- * EMBER_INTERNAL (cuda_gemm.c check_loaded). *out_op: the first such op. */
-static bool plan_needs_cublaslt(const ember_plan* plan, uint32_t* out_op) {
-  for (uint32_t i = 0; i < plan->num_ops; ++i) {
+/* Whether any op of the plan may run on cuBLASLt on this executor: a MATMUL, a LINEAR
+ * that is neither the gemv kernel nor the gemm_wgmma kernel with the activation after it,
+ * an SDPA (not on the flash kernel) or CONV2D that passes the checks for running as GEMMs
+ * (sdpa_takes_flash, sdpa_gemm_sizes, conv_gemm_sizes). Loading cuBLASLt costs ~60 ms
+ * (the dlopen), and its heuristics more, that a program of Ember's own kernels never
+ * repays, so such a program does not load it. A superset is harmless (a load for
+ * nothing); an op missed here fails prepare with EMBER_INTERNAL (cuda_gemm.c
+ * check_loaded). *out_op: the first such op. */
+static ember_status* executor_needs_cublaslt(const ember_cuda_executor* executor, bool* out_needs,
+                                             uint32_t* out_op) {
+  const ember_plan* plan = executor->plan;
+  *out_needs = false;
+  uint32_t* readers = count_readers(plan);
+  if (readers == NULL) return ember_status_make(EMBER_OUT_OF_MEMORY, "cuda executor: out of memory");
+  for (uint32_t i = 0; i < plan->num_ops && !*out_needs; ++i) {
     const ember_op_desc* op = &plan->ops[i];
     uint64_t a, b, c;
     sdpa_flash_shape shape;
+    const bool own_gemm = i + 1 < plan->num_ops && can_fuse_activation(executor, i, readers) &&
+                          linear_takes_gemm_wgmma(executor, op, &plan->ops[i + 1]);
     const bool needs =
         op->opcode == EMBER_OP_MATMUL ||
-        (op->opcode == EMBER_OP_LINEAR && !linear_takes_gemv(plan, op)) ||
+        (op->opcode == EMBER_OP_LINEAR && !linear_takes_gemv(plan, op) && !own_gemm) ||
         (op->opcode == EMBER_OP_SDPA && !sdpa_takes_flash(plan, op, &shape) &&
          sdpa_gemm_sizes(plan, op, &a, &b)) ||
         (op->opcode == EMBER_OP_CONV2D && !conv_runs_igemm(plan, op, EMBER_CUDA_CONV_IGEMM_MIN_TILES) &&
          conv_gemm_sizes(plan, op, &a, &b, &c));
     if (needs) {
       *out_op = i;
-      return true;
+      *out_needs = true;
     }
   }
-  return false;
+  free(readers);
+  return NULL;
 }
 
 static void report_profile(const ember_cuda_executor* executor) {
@@ -4003,6 +4188,20 @@ static ember_status* prepare_in_context(ember_cuda_executor* executor) {
   EMBER_RETURN_IF_ERROR(ember_cuda_kernels_load(driver, &executor->kernels));
   executor->kernels_loaded = true;
   ember_cuda_init_timer_mark(timer, "stream, Ember's kernels");
+  /* Which ops take cuBLASLt depends on the kernels this GPU loaded (gemm_wgmma). */
+  bool needs_cublaslt;
+  uint32_t gemm_op = 0;
+  EMBER_RETURN_IF_ERROR(executor_needs_cublaslt(executor, &needs_cublaslt, &gemm_op));
+  if (needs_cublaslt) {
+    ember_status* status = ember_cublaslt_library_get(&executor->lt);
+    if (status != NULL) {
+      executor->lt = NULL;
+      const ember_op_desc* op = &executor->plan->ops[gemm_op];
+      return ember_cuda_annotate(status, "cuda executor: op %" PRIu32 " (%s) runs on cuBLASLt",
+                                 gemm_op, ember_opcode_name(op->opcode));
+    }
+  }
+  ember_cuda_init_timer_mark(timer, "cuBLASLt library (if GEMMs, once)");
   if (executor->lt != NULL) {
     cublasStatus_t lt_result = executor->lt->cublasLtCreate(&executor->lt_handle);
     if (lt_result != CUBLAS_STATUS_SUCCESS) {
@@ -4056,16 +4255,6 @@ static ember_status* cuda_executor_prepare(const ember_plan* plan,
   ember_cuda_init_timer_start(&timer);
   const ember_cuda_driver* driver;
   EMBER_RETURN_IF_ERROR(ember_cuda_driver_get(&driver));
-  const ember_cublaslt_library* lt = NULL;
-  uint32_t gemm_op;
-  if (plan_needs_cublaslt(plan, &gemm_op)) {
-    ember_status* status = ember_cublaslt_library_get(&lt);
-    if (status != NULL) {
-      const ember_op_desc* op = &plan->ops[gemm_op];
-      return ember_cuda_annotate(status, "cuda executor: op %" PRIu32 " (%s) runs on cuBLASLt",
-                                 gemm_op, ember_opcode_name(op->opcode));
-    }
-  }
 
   ember_cuda_executor* executor = calloc(1, sizeof *executor);
   if (executor == NULL) {
@@ -4075,10 +4264,9 @@ static ember_status* cuda_executor_prepare(const ember_plan* plan,
   executor->base.kind = EMBER_EXECUTOR_CUDA;
   executor->plan = plan;
   executor->driver = driver;
-  executor->lt = lt;
   executor->use_graph = ember_settings_get()->cuda_graphs && !ember_settings_get()->cuda_profile;
   executor->init_timer = timer;
-  ember_cuda_init_timer_mark(&executor->init_timer, "driver, cuBLASLt if GEMMs (once)");
+  ember_cuda_init_timer_mark(&executor->init_timer, "driver (once)");
 
   ember_status* status = open_device(executor);
   ember_cuda_init_timer_mark(&executor->init_timer, "device, primary context");
@@ -4121,6 +4309,8 @@ void ember_cuda_executor_get_info(const ember_executor* base,
   out_info->norm_adds = executor->norm_adds;
   out_info->channels_last_tensors = executor->channels_last_tensors;
   out_info->conv_wgmma = uses_conv_wgmma(executor);
+  out_info->gemm_wgmmas = executor->gemm_wgmmas;
+  out_info->gemm_wgmma = uses_gemm_wgmma(executor);
   out_info->fused_residuals = executor->conv_residuals;
   uint32_t last_conv_gemm = UINT32_MAX; /* a conv's chunks are consecutive steps */
   for (uint32_t s = 0; s < executor->num_steps; ++s) {
@@ -4136,6 +4326,7 @@ void ember_cuda_executor_get_info(const ember_executor* base,
       ++out_info->gemv_kernels;
       if (executor->fuse_next[step->op_index]) ++out_info->fused_activations;
     }
+    if (step->encodes_tensor_maps) ++out_info->fused_activations; /* gemm_wgmma */
     if (is_binary(op->opcode) && executor->fuse_next[step->op_index]) {
       ++out_info->fused_activations;
     }

@@ -52,6 +52,10 @@ typedef struct ember_cuda_executor_info {
   uint32_t channels_last_tensors; /* tensors kept channels last between them: no copy */
   uint32_t norm_adds;             /* ADDs done by the LAYER_NORM right after them */
   uint32_t gemv_kernels;         /* LINEAR ops of few rows run as the gemv kernel, not cuBLASLt */
+  uint32_t gemm_wgmmas;          /* LINEAR ops run with the activation after them (one cuBLASLt
+                                    cannot fuse) on the gemm_wgmma kernel */
+  bool gemm_wgmma;               /* this executor uses that kernel (compute capability 9.0,
+                                    EMBER_CUDA_GEMM_WGMMA=1, EMBER_CUDA_WGMMA not 0) */
   uint32_t sdpa_flash;           /* SDPA ops run as the tensor-core flash kernel */
   uint32_t folded_layout_ops;    /* layout copies (PERMUTE, SLICE, RESHAPE) around those SDPAs
                                     folded into the kernel's strides: no step */

@@ -378,12 +378,12 @@ static ember_status* gemm_prepare(const ember_cublaslt_library* lt, cublasLtHand
                            gemm->k, ember_dtype_name(y->dtype));
 }
 
-/* The executor loads cuBLASLt only for plans that have GEMMs (plan_needs_cublaslt in
+/* The executor loads cuBLASLt only for plans that have GEMMs (executor_needs_cublaslt in
  * cuda_executor.c); a GEMM it missed is a bug in that check, said as such. */
 static ember_status* check_loaded(const ember_cublaslt_library* lt, cublasLtHandle_t handle) {
   if (lt != NULL && handle != NULL) return NULL;
   return ember_status_make(EMBER_INTERNAL, "cuda executor: a GEMM is being prepared but "
-                           "cuBLASLt was not loaded for this program (plan_needs_cublaslt in "
+                           "cuBLASLt was not loaded for this program (executor_needs_cublaslt in "
                            "cuda_executor.c must count this op)");
 }
 

@@ -20,7 +20,8 @@
   X(conv_pool)                \
   X(gemv)                     \
   X(conv_igemm)               \
-  X(conv_wgmma)
+  X(conv_wgmma)               \
+  X(gemm_wgmma)
 
 #define EMBER_CUDA_FATBIN_DECLARE(name)                 \
   extern const unsigned char ember_fatbin_##name[];     \
@@ -47,7 +48,9 @@ static const struct {
 
 /* Built for sm_90a alone (cuda.cmake's EMBER_CUDA_SM90A_ARCHS): other GPUs have no code in
  * it, and run what it holds on the other kernels. */
-static bool module_is_optional(int m) { return m == EMBER_CUDA_MODULE_conv_wgmma; }
+static bool module_is_optional(int m) {
+  return m == EMBER_CUDA_MODULE_conv_wgmma || m == EMBER_CUDA_MODULE_gemm_wgmma;
+}
 
 #define PER_DTYPE(id, module, stem)                   \
   {id + 0, EMBER_CUDA_MODULE_##module, stem "_f32"},  \
@@ -96,6 +99,7 @@ static const struct {
     {EMBER_CUDA_KERNEL_IM2COL_NHWC_2, EMBER_CUDA_MODULE_conv_igemm, "ember_im2col_nhwc_2"},
     PER_HALF(EMBER_CUDA_KERNEL_CONV_WGMMA_64, conv_wgmma, "ember_conv_wgmma64"),
     PER_HALF(EMBER_CUDA_KERNEL_CONV_WGMMA_128, conv_wgmma, "ember_conv_wgmma128"),
+    PER_HALF(EMBER_CUDA_KERNEL_GEMM_WGMMA, gemm_wgmma, "ember_gemm_wgmma"),
 };
 #undef PER_DTYPE
 #undef PER_HALF
@@ -148,6 +152,15 @@ ember_status* ember_cuda_kernels_load(const ember_cuda_driver* driver,
                                    CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                    EMBER_K_CONV_WGMMA_SMEM_BYTES(k < 2 ? 64 : 128)) != CUDA_SUCCESS) {
       out_kernels->conv_wgmma = false;
+    }
+  }
+  out_kernels->gemm_wgmma = status == NULL &&
+                            out_kernels->modules[EMBER_CUDA_MODULE_gemm_wgmma] != NULL;
+  for (uint32_t k = 0; k < 2 && out_kernels->gemm_wgmma; ++k) {
+    if (driver->cuFuncSetAttribute(out_kernels->functions[EMBER_CUDA_KERNEL_GEMM_WGMMA + k],
+                                   CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                   EMBER_K_GEMM_WGMMA_SMEM_BYTES) != CUDA_SUCCESS) {
+      out_kernels->gemm_wgmma = false;
     }
   }
   if (status != NULL) ember_cuda_kernels_unload(driver, out_kernels);

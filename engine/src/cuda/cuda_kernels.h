@@ -1,7 +1,7 @@
 /* Ember's own CUDA kernels: the fatbins embedded in the library (one per .cu file under
  * kernels/, built by nvcc for sm_80 and sm_90 with compute_90 PTX, turned into C arrays
  * by embed_binary.cmake), loaded as modules, and every entry point looked up by name.
- * The Hopper-only module (conv_wgmma, sm_90a) is optional: a GPU it has no code for
+ * The Hopper-only modules (conv_wgmma and gemm_wgmma, sm_90a) are optional: a GPU it has no code for
  * leaves it unloaded, and its kernels are not used there.
  *
  * A program loads its own modules in prepare (cuModuleLoadData, in its context) and
@@ -46,16 +46,20 @@ typedef enum ember_cuda_kernel_id {
   EMBER_CUDA_KERNEL_CONV_WGMMA_64 = 60,
   EMBER_CUDA_KERNEL_CONV_WGMMA_128 = 62,
   EMBER_CUDA_KERNEL_IM2COL_NHWC_2 = 64,
-  EMBER_CUDA_KERNEL_COUNT = 65,
+  /* sm_90a only (gemm_wgmma); + dtype index - 1 */
+  EMBER_CUDA_KERNEL_GEMM_WGMMA = 65,
+  EMBER_CUDA_KERNEL_COUNT = 67,
 } ember_cuda_kernel_id;
 
-#define EMBER_CUDA_MODULE_COUNT 13
+#define EMBER_CUDA_MODULE_COUNT 14
 
 typedef struct ember_cuda_kernels {
   CUmodule modules[EMBER_CUDA_MODULE_COUNT];
   CUfunction functions[EMBER_CUDA_KERNEL_COUNT];
   bool conv_igemm; /* the implicit-GEMM conv kernels got their shared memory */
   bool conv_wgmma; /* their wgmma variant loaded (compute capability 9.0) and got its own */
+  bool gemm_wgmma; /* the LINEAR + activation kernel on wgmma and the TMA loaded and got its
+                      shared memory (compute capability 9.0) */
 } ember_cuda_kernels;
 
 /* Loads every module into the current context and resolves every kernel. On error

@@ -511,6 +511,52 @@ typedef struct ember_k_gemv_params {
   int32_t has_bias;
 } ember_k_gemv_params;
 
+/* ember_gemm_wgmma_<f16|bf16> (gemm_wgmma.cu, sm_90a): a LINEAR with the activation
+ * after it that cuBLASLt's epilogue lacks (GELU's erf form, SIGMOID, TANH, SILU),
+ * y[r, n] = act(round(sum over k of x[r, k] * w[n, k] + bias[n])) (round: to the dtype,
+ * as the LINEAR stores its output before the activation reads it), float32
+ * accumulation. x [rows, k] and w [n, k] are read by the tensor memory accelerator
+ * through x_map and w_map (CUtensorMap, encoded by the host from x and w: 2-byte
+ * elements, boxes of BK x BM and BK x BN / CLUSTER, the 128-byte swizzle, zeros
+ * outside), so k is a multiple of 8 and x, w 16-byte aligned; n a multiple of 8 and y
+ * 16-byte aligned. A block of THREADS threads computes a BM x BN tile of y: one
+ * warpgroup issues the copies into a ring of STAGES stages, two compute (64 rows each).
+ * blockIdx.x / CLUSTER % n_tiles is the block's column tile. */
+#define EMBER_K_GEMM_WGMMA_BM 128
+#define EMBER_K_GEMM_WGMMA_BN 256
+#define EMBER_K_GEMM_WGMMA_BK 64
+#define EMBER_K_GEMM_WGMMA_STAGES 4
+#define EMBER_K_GEMM_WGMMA_THREADS 384
+/* Blocks of a cluster (consecutive row tiles of one column tile) that share w's tile:
+ * each has the TMA copy its 1 / CLUSTER of it into all of them (multicast); the grid is a
+ * whole number of clusters. 1 (no sharing): on the H200 clusters of 2 made the MLP's
+ * 4096 x 1024 x 1024 GEMMs slower (151.4 against 121.5 us for four, same run). */
+#define EMBER_K_GEMM_WGMMA_CLUSTER 1
+/* The ring, a full and an empty barrier per stage, and 1 KB to align the ring to the
+ * swizzle's 1024 bytes. */
+#define EMBER_K_GEMM_WGMMA_SMEM_BYTES                                                    \
+  (EMBER_K_GEMM_WGMMA_STAGES * (EMBER_K_GEMM_WGMMA_BM + EMBER_K_GEMM_WGMMA_BN) *          \
+       EMBER_K_GEMM_WGMMA_BK * 2 +                                                        \
+   EMBER_K_GEMM_WGMMA_STAGES * 16 + 1024)
+#if defined(__cplusplus)
+#define EMBER_K_ALIGNAS(n) alignas(n)
+#else
+#define EMBER_K_ALIGNAS(n) _Alignas(n)
+#endif
+typedef struct ember_k_gemm_wgmma_params {
+  EMBER_K_ALIGNAS(64) uint64_t x_map[16]; /* a CUtensorMap: 128 bytes, 64-byte aligned */
+  uint64_t w_map[16];
+  uint64_t x; /* what the maps were encoded from (the executor patches these) */
+  uint64_t w;
+  uint64_t bias;
+  uint64_t y;
+  int32_t rows, n, k, k_tiles; /* k_tiles = ceil(k / BK) */
+  int32_t n_tiles;             /* ceil(n / BN) */
+  int32_t act;                 /* ember_k_unary_op: IDENTITY or an activation */
+  int32_t has_bias;
+  int32_t unused;
+} ember_k_gemm_wgmma_params;
+
 /* The layouts above must be the same for gcc and nvcc: fixed-width fields, no padding. */
 #if defined(__cplusplus)
 #define EMBER_K_STATIC_ASSERT(cond, msg) static_assert(cond, msg)
@@ -550,5 +596,8 @@ EMBER_K_STATIC_ASSERT(sizeof(ember_k_softmax_params) == 40, "softmax params layo
 EMBER_K_STATIC_ASSERT(sizeof(ember_k_layer_norm_params) == 72, "layer norm params layout");
 EMBER_K_STATIC_ASSERT(sizeof(ember_k_bias_act_params) == 48, "bias_act params layout");
 EMBER_K_STATIC_ASSERT(sizeof(ember_k_gemv_params) == 64, "gemv params layout");
+EMBER_K_STATIC_ASSERT(sizeof(ember_k_gemm_wgmma_params) == 2 * 128 + 4 * 8 + 8 * 4,
+                      "gemm wgmma params layout");
+EMBER_K_STATIC_ASSERT(offsetof(ember_k_gemm_wgmma_params, w_map) == 128, "gemm wgmma maps");
 
 #endif /* EMBER_SRC_CUDA_KERNEL_PARAMS_H_ */

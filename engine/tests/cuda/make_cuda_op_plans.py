@@ -8,7 +8,8 @@ and EXP), and a decoder block and a convnet block built from them; LINEARs of at
 rows (the gemv kernel) followed by every activation, K with and without 16-byte loads;
 the wide, 32-bit and fallback paths of the gather, LAYER_NORM, MAX_POOL2D and SDPA's
 softmax (bandwidth_cases); MAX_POOL2D's row path and im2col's 16-byte gathers
-(conv_pool_cases).
+(conv_pool_cases); LINEARs with an activation on the gemm_wgmma kernel
+(gemm_wgmma_cases).
 
 Integer inputs are drawn as floor(uniform(low, high)), so an EMBEDDING case's range is
 its index range; bool inputs are 0 or 1 at random whatever the range.
@@ -368,7 +369,10 @@ PROGRAM_NMSE_SCALE = 10.0
 # Cases written in some dtypes only: the encoder-size SDPA ([4, 12, 128, 64]: the
 # encoder's heads and sequence; at its batch of 32 the CPU reference took ~20 s a dtype
 # in a Debug build) in float16, the one that matters on the GPU.
-ONLY_DTYPES = {"sdpa_flash_encoder": ("f16",)}
+ONLY_DTYPES = {"sdpa_flash_encoder": ("f16",),
+               # The CPU reference's time: float32 (cuBLASLt, a control) in the small ones.
+               "gemm_wgmma_gelu_tails": ("f16", "bf16"), "gemm_wgmma_silu_grid": ("f16", "bf16"),
+               "gemm_wgmma_sigmoid_rank3": ("f16", "bf16"), "gemm_wgmma_long_k": ("f16", "bf16")}
 
 
 def window_out(size, kernel, stride, pad, dilation=1, ceil_mode=False):
@@ -1347,6 +1351,47 @@ def bench_cases():
             yield f"bench_mlp1024_gelu_{form}_b{batch}_f16", p
 
 
+def gemm_wgmma_cases():
+    """LINEAR + an activation cuBLASLt cannot fuse, with enough 128 x 256 tiles (64) for the
+    gemm_wgmma kernel on an H100 or H200: tails in every dim (rows, K and N past a whole
+    tile), no bias, an exact tile grid, and controls that keep cuBLASLt + a separate
+    kernel: too few tiles, K not a multiple of 8. After the other cases, so their seeds
+    stay as they were."""
+    def linear_act(rows, k, n, opcode, approximate, bias, to_output, x_shape=None):
+        def build(p):
+            x = p.input(x_shape or [rows, k])
+            out_shape = (x_shape or [rows, k])[:-1] + [n]
+            t = p.tmp(out_shape)
+            ins = [x, p.const([n, k], 1.0 / math.sqrt(k))] + ([p.const([n], 0.5)] if bias else [])
+            p.op(pw.Op.LINEAR, ins, t, [0])
+            y = p.out(out_shape) if to_output else p.tmp(out_shape)
+            p.op(opcode, [t], y, [] if approximate is None else [approximate])
+            if not to_output:
+                p.op(pw.Op.ADD, [y, p.const([n])], p.out(out_shape))
+        return build
+
+    # 33 x 2 tiles; rows 4100 = 32 tiles + 4, K 72 = 1 tile + 8, N 264 = 1 tile + 8.
+    yield ("gemm_wgmma_gelu_tails", -2.0, 2.0,
+           linear_act(4100, 72, 264, pw.Op.GELU, 0, True, True))
+    # 32 x 2 tiles exactly, no bias, the output read by an ADD.
+    yield ("gemm_wgmma_silu_grid", -2.0, 2.0,
+           linear_act(4096, 64, 512, pw.Op.SILU, None, False, False))
+    # x of rank 3 (8192 rows), one column tile, K = 16.
+    yield ("gemm_wgmma_sigmoid_rank3", -2.0, 2.0,
+           linear_act(None, 16, 256, pw.Op.SIGMOID, None, True, True, x_shape=[4, 2048, 16]))
+    # 65 row tiles (a cluster of two padded with a block past the rows), K = 8.
+    yield ("gemm_wgmma_tanh_k8", -2.0, 2.0,
+           linear_act(8200, 8, 264, pw.Op.TANH, None, True, True))
+    # 17 K tiles: the ring of 4 stages wraps four times; N = 8, so the second block's share
+    # of w's tile lies wholly past w.
+    yield ("gemm_wgmma_long_k", -2.0, 2.0,
+           linear_act(8200, 1032, 8, pw.Op.GELU, 0, True, True))
+    # Controls: 4 tiles; K = 60 (65 tiles).
+    yield ("gemm_wgmma_few_tiles", -2.0, 2.0,
+           linear_act(512, 64, 256, pw.Op.GELU, 0, True, True))
+    yield ("gemm_wgmma_k60", -2.0, 2.0,
+           linear_act(8200, 60, 8, pw.Op.GELU, 0, True, True))
+
 def main():
     global pw
     if len(sys.argv) != 3:
@@ -1360,7 +1405,8 @@ def main():
     for name, low, high, build in (list(cases()) + list(issue5_cases()) + list(gemv_cases()) +
                                    list(bandwidth_cases()) + list(flash_cases()) +
                                    list(fold_cases()) + list(conv_pool_cases()) +
-                                   list(channels_last_cases()) + list(norm_add_cases())):
+                                   list(channels_last_cases()) + list(norm_add_cases()) +
+                                   list(gemm_wgmma_cases())):
         for dtype_name, dtype in dtypes:
             seed += 1
             if dtype_name not in ONLY_DTYPES.get(name, (dtype_name,)):

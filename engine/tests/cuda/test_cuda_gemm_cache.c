@@ -411,7 +411,7 @@ static void check_plain(const ember_cublaslt_library* lt) {
   /* Not loaded: a bug in the executor's check, said as such. */
   ember_cuda_gemm gemm;
   COUNT(CHECK_STATUS(ember_cuda_gemm_prepare_plain(NULL, NULL, &base, &gemm), EMBER_INTERNAL,
-                     "plan_needs_cublaslt"));
+                     "executor_needs_cublaslt"));
 }
 
 /* ---- a LINEAR from a plan: the bias pointer's alignment ----------------------------------- */

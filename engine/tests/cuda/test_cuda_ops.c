@@ -360,6 +360,20 @@ static const struct {
     {"norm_add_", 1},
 };
 
+/* LINEAR + activation cases and how many of those pairs run on the gemm_wgmma kernel in
+ * float16 and bfloat16 where the executor uses it (info.gemm_wgmma: an H100 or H200 with
+ * EMBER_CUDA_GEMM_WGMMA=1, the cuda.test_cuda_ops_gemm_wgmma variant), each with its
+ * activation fused; 0 elsewhere and in float32 (cuBLASLt, then a bias_act kernel). The
+ * first matching prefix counts. */
+static const struct {
+  const char* prefix;
+  uint32_t gemm_wgmmas;
+} kGemmWgmma[] = {
+    {"gemm_wgmma_few_tiles_", 0}, /* 4 tiles of 128 x 256 */
+    {"gemm_wgmma_k60_", 0},       /* K not a multiple of 8 */
+    {"gemm_wgmma_", 1},
+};
+
 static bool ends_with(const char* s, const char* suffix) {
   const size_t n = strlen(s), m = strlen(suffix);
   return n >= m && strcmp(s + n - m, suffix) == 0;
@@ -428,6 +442,8 @@ static void run_op_case(const char* dir, const char* name, double low, double hi
   g_totals.conv_gemms += info.conv_gemms;
   g_totals.conv_gemms_nhwc += info.conv_gemms_nhwc;
   g_totals.norm_adds += info.norm_adds;
+  g_totals.gemm_wgmmas += info.gemm_wgmmas;
+  g_totals.gemm_wgmma = g_totals.gemm_wgmma || info.gemm_wgmma;
   g_totals.conv_igemms += info.conv_igemms;
   g_totals.conv_wgmmas += info.conv_wgmmas;
   g_totals.conv_wgmma = g_totals.conv_wgmma || info.conv_wgmma;
@@ -473,6 +489,14 @@ static void run_op_case(const char* dir, const char* name, double low, double hi
              kConv[c].conv_gemms, kConv[c].flat, chunks);
       break;
     }
+  }
+  for (size_t c = 0; c < sizeof kGemmWgmma / sizeof kGemmWgmma[0]; ++c) {
+    if (strncmp(name, kGemmWgmma[c].prefix, strlen(kGemmWgmma[c].prefix)) != 0) continue;
+    const uint32_t expected = info.gemm_wgmma && !ends_with(name, "_f32") ? kGemmWgmma[c].gemm_wgmmas : 0;
+    EXPECT(info.gemm_wgmmas == expected && info.fused_activations == expected,
+           "%s: %u LINEAR + activation on the gemm_wgmma kernel (%u activations fused), "
+           "expected %u", name, info.gemm_wgmmas, info.fused_activations, expected);
+    break;
   }
   for (size_t c = 0; c < sizeof kNormAdd / sizeof kNormAdd[0]; ++c) {
     if (strncmp(name, kNormAdd[c].prefix, strlen(kNormAdd[c].prefix)) == 0) {
@@ -1044,7 +1068,7 @@ static void run_cpu_only(const char* dir, const char* filter) {
 
 int main(int argc, char** argv) {
   if (argc != 2 && argc != 3) {
-    fprintf(stderr, "usage: %s DATA_DIR [FILTER]\n", argv[0]);
+    fprintf(stderr, "usage: %s DATA_DIR [FILTER | time=CASE]\n", argv[0]);
     return 2;
   }
   const char* filter = argc == 3 ? argv[2] : "";
@@ -1057,7 +1081,9 @@ int main(int argc, char** argv) {
      * the same CPU half again: only the CUDA half differs, and there is none here. */
     const char* graphs = getenv("EMBER_CUDA_GRAPHS");
     const char* wgmma = getenv("EMBER_CUDA_WGMMA");
-    if ((graphs != NULL && strcmp(graphs, "0") == 0) || (wgmma != NULL && strcmp(wgmma, "0") == 0)) {
+    const char* gemm_wgmma = getenv("EMBER_CUDA_GEMM_WGMMA");
+    if ((graphs != NULL && strcmp(graphs, "0") == 0) || (wgmma != NULL && strcmp(wgmma, "0") == 0) ||
+        (gemm_wgmma != NULL && strcmp(gemm_wgmma, "1") == 0)) {
       printf("SKIP test_cuda_ops (a variant): %s; the CPU half runs in cuda.test_cuda_ops\n",
              ember_status_message(status));
       ember_status_free(status);
@@ -1104,13 +1130,14 @@ int main(int argc, char** argv) {
   printf("op cases: %u steps, %u GEMMs, %u biases fused into cuBLASLt epilogues, %u "
          "activations fused (cuBLASLt or gemv), %u bias_act kernels, %u CONV2D as im2col + "
          "GEMM (%u of them channels last), %u as implicit GEMM (%u of them on wgmma, which this GPU %s; %u residuals "
-         "fused), %u ADDs done by a LAYER_NORM, %u LINEAR as gemv, %u SDPA on the flash kernel "
-         "(%u layout copies folded)\n",
+         "fused), %u ADDs done by a LAYER_NORM, %u LINEAR as gemv, %u LINEAR + activation on "
+         "gemm_wgmma (which this GPU %s), %u SDPA on the flash kernel (%u layout copies folded)\n",
          g_totals.steps, g_totals.gemms, g_totals.fused_biases, g_totals.fused_activations,
          g_totals.bias_act_kernels, g_totals.conv_gemms, g_totals.conv_gemms_nhwc,
          g_totals.conv_igemms,
          g_totals.conv_wgmmas, g_totals.conv_wgmma ? "takes" : "does not take",
-         g_totals.fused_residuals, g_totals.norm_adds, g_totals.gemv_kernels, g_totals.sdpa_flash,
+         g_totals.fused_residuals, g_totals.norm_adds, g_totals.gemv_kernels,
+         g_totals.gemm_wgmmas, g_totals.gemm_wgmma ? "has" : "does not have", g_totals.sdpa_flash,
          g_totals.folded_layout_ops);
 
   static const char* binding_cases[] = {"mlp_f32", "outputs_f32", "linear_bias_input_f16",
@@ -1149,6 +1176,8 @@ int main(int argc, char** argv) {
     free(bench_list);
     for (size_t i = 0; i < bench_count; ++i) time_case(dir, bench[i], 200);
     test_free_lines(bench, bench_count);
+  } else if (strncmp(filter, "time=", 5) == 0) {
+    time_case(dir, filter + 5, 200); /* one plan timed, no case run (no name has '=') */
   }
 
   CUcontext popped;

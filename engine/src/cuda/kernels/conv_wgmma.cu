@@ -21,6 +21,7 @@
  * The epilogue turns the accumulators (wgmma's D fragments: rows are positions) into the
  * channel-major tile store_conv_tile writes out. */
 #include "conv_igemm_tile.cuh"
+#include "wgmma.cuh"
 
 #include <type_traits>
 
@@ -31,89 +32,6 @@ constexpr int kWgmmaRowBytes = kIgemmBK * 2;
 static_assert(kWgmmaRowBytes == 128, "one K tile is one 128-byte swizzle row");
 constexpr int kWgmmaStages = EMBER_K_CONV_WGMMA_STAGES;
 
-/* A shared-memory matrix descriptor (PTX ISA, "Matrix Descriptor Format") of a K-major
- * tile with the 128-byte swizzle, starting at `address` (16-byte units): groups of 8 rows
- * are 1024 bytes apart (the stride offset); the leading offset is unused for this layout
- * (1 by convention). A step of 16 along K adds 32 bytes to the start, as the swizzle is a
- * function of the address bits, which the tile's 1024-byte alignment keeps. */
-__device__ __forceinline__ uint64_t wgmma_descriptor(uint32_t address) {
-  return (uint64_t)((address & 0x3ffffu) >> 4) | (uint64_t)1 << 16 | (uint64_t)(1024 >> 4) << 32 |
-         (uint64_t)1 << 62;
-}
-
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() {
-  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void wgmma_wait_all() {
-  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-}
-/* Generic-proxy writes of this thread (its landed cp.async copies) made visible to the
- * async proxy (wgmma's operand reads). */
-__device__ __forceinline__ void fence_proxy_async() {
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
-/* Tells the compiler every accumulator may have changed here, so none is read or moved
- * while a wgmma that writes it is in flight. */
-template <int N>
-__device__ __forceinline__ void fence_accumulators(float (&d)[N]) {
-#pragma unroll
-  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
-}
-
-/* The operand lists, shared by the float16 and bfloat16 forms (ty: the PTX type). */
-#define EMBER_WGMMA_M64N64K16(ty)                                                       \
-  asm volatile(                                                                      \
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                        \
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32." ty "." ty " {"              \
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "  \
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"  \
-      "}, %32, %33, p, 1, 1, 0, 0;\n}\n"                              \
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]) \
-      : "l"(a), "l"(b), "r"(1))
-#define EMBER_WGMMA_M64N128K16(ty)                                                       \
-  asm volatile(                                                                      \
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                        \
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32." ty "." ty " {"              \
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "  \
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "  \
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "  \
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"  \
-      "}, %64, %65, p, 1, 1, 0, 0;\n}\n"                              \
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
-        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
-        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
-        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]) \
-      : "l"(a), "l"(b), "r"(1))
-
-/* wgmma.mma_async m64nBMk16 (BM 64 or 128), float32 accumulators d += A·B, A and B
- * K-major in shared memory (descriptors a, b), in T's PTX type. */
-template <typename T, int BM>
-__device__ __forceinline__ void wgmma_tile(float (&d)[BM / 2], uint64_t a, uint64_t b) {
-  constexpr bool kHalf = std::is_same<T, __half>::value;
-  static_assert(kHalf || std::is_same<T, __nv_bfloat16>::value, "float16 or bfloat16");
-  static_assert(BM == 64 || BM == 128, "the two channel tiles");
-  if constexpr (BM == 64) {
-    if constexpr (kHalf) {
-      EMBER_WGMMA_M64N64K16("f16");
-    } else {
-      EMBER_WGMMA_M64N64K16("bf16");
-    }
-  } else if constexpr (kHalf) {
-    EMBER_WGMMA_M64N128K16("f16");
-  } else {
-    EMBER_WGMMA_M64N128K16("bf16");
-  }
-}
-#undef EMBER_WGMMA_M64N64K16
-#undef EMBER_WGMMA_M64N128K16
 
 template <typename T, int BM>
 __device__ __forceinline__ void conv_wgmma(const ember_k_conv_igemm_params& p, uint8_t* smem) {
@@ -186,7 +104,7 @@ __device__ __forceinline__ void conv_wgmma(const ember_k_conv_igemm_params& p, u
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kIgemmBK / 16; ++kk) {
-      wgmma_tile<T, BM>(acc, wgmma_descriptor(a + kk * 32), wgmma_descriptor(b + kk * 32));
+      wgmma_mma<T, BM>(acc, wgmma_descriptor(a + kk * 32), wgmma_descriptor(b + kk * 32));
     }
     wgmma_commit();
     const int next = kt + kStages - 1;

@@ -1,0 +1,178 @@
+/* What Ember's Hopper kernels (conv_wgmma.cu, gemm_wgmma.cu; sm_90a only) share: the
+ * shared-memory matrix descriptor of wgmma's operands, its fences and waits, and the
+ * mbarrier and tensor-memory-accelerator copies of the GEMM's ring. PTX ISA: "Asynchronous
+ * Warpgroup Level Matrix Multiply-Accumulate", "mbarrier", "cp.async.bulk.tensor". */
+#ifndef EMBER_SRC_CUDA_KERNELS_WGMMA_CUH_
+#define EMBER_SRC_CUDA_KERNELS_WGMMA_CUH_
+
+#include "tensor_core.cuh"
+
+#include <type_traits>
+
+namespace ember {
+
+/* A shared-memory matrix descriptor (PTX ISA, "Matrix Descriptor Format") of a K-major
+ * tile with the 128-byte swizzle, starting at `address` (16-byte units): groups of 8 rows
+ * are 1024 bytes apart (the stride offset); the leading offset is unused for this layout
+ * (1 by convention). A step of 16 along K adds 32 bytes to the start, as the swizzle is a
+ * function of the address bits, which the tile's 1024-byte alignment keeps. */
+__device__ __forceinline__ uint64_t wgmma_descriptor(uint32_t address) {
+  return (uint64_t)((address & 0x3ffffu) >> 4) | (uint64_t)1 << 16 | (uint64_t)(1024 >> 4) << 32 |
+         (uint64_t)1 << 62;
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+/* All but the newest kPending groups of this warpgroup's wgmma have completed. */
+template <int kPending>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
+}
+__device__ __forceinline__ void wgmma_wait_all() { wgmma_wait<0>(); }
+/* Generic-proxy writes of this thread (its landed cp.async copies) made visible to the
+ * async proxy (wgmma's operand reads). */
+__device__ __forceinline__ void fence_proxy_async() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+/* Tells the compiler every accumulator may have changed here, so none is read or moved
+ * while a wgmma that writes it is in flight. */
+template <int N>
+__device__ __forceinline__ void fence_accumulators(float (&d)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+/* wgmma.mma_async m64nNk16 (N 64, 128 or 256), float32 accumulators d += A·B (N / 2 a
+ * thread), A and B K-major in shared memory (descriptors a, b) with the 128-byte swizzle,
+ * in T's PTX type (float16 or bfloat16). */
+#define EMBER_WGMMA_ACC8(i)                                                                 \
+  "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
+      "+f"(d[i + 6]), "+f"(d[i + 7])
+#define EMBER_WGMMA_ACC32(i) \
+  EMBER_WGMMA_ACC8(i), EMBER_WGMMA_ACC8(i + 8), EMBER_WGMMA_ACC8(i + 16), EMBER_WGMMA_ACC8(i + 24)
+#define EMBER_WGMMA_REGS32 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+#define EMBER_WGMMA_REGS64 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define EMBER_WGMMA_REGS128 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+/* n: N; regs: the accumulators' operand numbers; a, b and the scale-d predicate follow. */
+#define EMBER_WGMMA(n, ty, regs, a_index, b_index, p_index, ...)                              \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #p_index ", 0;\n"                        \
+               "wgmma.mma_async.sync.aligned.m64n" #n "k16.f32." ty "." ty " {" regs "}, "      \
+               "%" #a_index ", %" #b_index ", p, 1, 1, 0, 0;\n}\n"                              \
+               : __VA_ARGS__                                                                 \
+               : "l"(a), "l"(b), "r"(1))
+
+template <typename T, int N>
+__device__ __forceinline__ void wgmma_mma(float (&d)[N / 2], uint64_t a, uint64_t b) {
+  constexpr bool kHalf = std::is_same<T, __half>::value;
+  static_assert(kHalf || std::is_same<T, __nv_bfloat16>::value, "float16 or bfloat16");
+  static_assert(N == 64 || N == 128 || N == 256, "the tiles Ember's kernels use");
+  if constexpr (N == 64) {
+    if constexpr (kHalf) {
+      EMBER_WGMMA(64, "f16", EMBER_WGMMA_REGS32, 32, 33, 34, EMBER_WGMMA_ACC32(0));
+    } else {
+      EMBER_WGMMA(64, "bf16", EMBER_WGMMA_REGS32, 32, 33, 34, EMBER_WGMMA_ACC32(0));
+    }
+  } else if constexpr (N == 128) {
+    if constexpr (kHalf) {
+      EMBER_WGMMA(128, "f16", EMBER_WGMMA_REGS64, 64, 65, 66, EMBER_WGMMA_ACC32(0),
+                  EMBER_WGMMA_ACC32(32));
+    } else {
+      EMBER_WGMMA(128, "bf16", EMBER_WGMMA_REGS64, 64, 65, 66, EMBER_WGMMA_ACC32(0),
+                  EMBER_WGMMA_ACC32(32));
+    }
+  } else if constexpr (kHalf) {
+    EMBER_WGMMA(256, "f16", EMBER_WGMMA_REGS128, 128, 129, 130, EMBER_WGMMA_ACC32(0),
+                EMBER_WGMMA_ACC32(32), EMBER_WGMMA_ACC32(64), EMBER_WGMMA_ACC32(96));
+  } else {
+    EMBER_WGMMA(256, "bf16", EMBER_WGMMA_REGS128, 128, 129, 130, EMBER_WGMMA_ACC32(0),
+                EMBER_WGMMA_ACC32(32), EMBER_WGMMA_ACC32(64), EMBER_WGMMA_ACC32(96));
+  }
+}
+#undef EMBER_WGMMA
+#undef EMBER_WGMMA_ACC8
+#undef EMBER_WGMMA_ACC32
+#undef EMBER_WGMMA_REGS32
+#undef EMBER_WGMMA_REGS64
+#undef EMBER_WGMMA_REGS128
+
+/* An mbarrier in shared memory (its 8 bytes at `bar`): init with the arrivals a phase
+ * takes; expect_tx arrives and adds the bytes the phase also waits for (what the tensor
+ * copies that name it will deliver); wait spins until the phase of the given parity has
+ * completed (a fresh barrier counts parity 1 as completed: its "previous" phase). */
+__device__ __forceinline__ void mbarrier_init(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbarrier_arrive(uint32_t bar) {
+  asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(bar)
+               : "memory");
+}
+__device__ __forceinline__ void mbarrier_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile(
+      "{\n.reg .b64 state;\nmbarrier.arrive.expect_tx.shared::cta.b64 state, [%0], %1;\n}\n" ::"r"(bar),
+      "r"(bytes)
+      : "memory");
+}
+__device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
+  uint32_t done;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (done == 0);
+}
+/* Makes barrier initialization visible to the async proxy (the tensor copies). */
+__device__ __forceinline__ void fence_mbarrier_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+
+/* The tile at coordinates (c0: innermost, c1) of the tensor map `map` (a CUtensorMap in
+ * kernel parameter space) into shared memory at dst; the barrier at bar counts its bytes. */
+__device__ __forceinline__ void tma_load_2d(uint32_t dst, const void* map, int c0, int c1,
+                                            uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, "
+      "{%2, %3}], [%4];\n" ::"r"(dst),
+      "l"(map), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
+}
+
+/* tma_load_2d into the same offset of shared memory, and the same barrier, in every
+ * block of the cluster that `mask` names (bit r: the block of rank r). */
+__device__ __forceinline__ void tma_load_2d_multicast(uint32_t dst, const void* map, int c0,
+                                                      int c1, uint32_t bar, uint16_t mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      ".multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(dst),
+      "l"(map), "r"(c0), "r"(c1), "r"(bar), "h"(mask)
+      : "memory");
+}
+
+/* An arrival on the barrier at offset `bar` of the cluster's block of rank `rank` (this
+ * block's own too). */
+__device__ __forceinline__ void mbarrier_arrive_cluster(uint32_t bar, uint32_t rank) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(bar), "r"(rank));
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote)
+               : "memory");
+}
+
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t rank;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+  return rank;
+}
+
+/* Every thread of every block of the cluster gets here before any goes on. */
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::
+                   : "memory");
+}
+
+}  // namespace ember
+
+#endif /* EMBER_SRC_CUDA_KERNELS_WGMMA_CUH_ */
