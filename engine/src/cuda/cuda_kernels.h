@@ -1,8 +1,8 @@
 /* Ember's own CUDA kernels: the fatbins embedded in the library (one per .cu file under
  * kernels/, built by nvcc for sm_80 and sm_90 with compute_90 PTX, turned into C arrays
  * by embed_binary.cmake), loaded as modules, and every entry point looked up by name.
- * The Hopper-only modules (conv_wgmma and gemm_wgmma, sm_90a) are optional: a GPU it has no code for
- * leaves it unloaded, and its kernels are not used there.
+ * The Hopper-only modules (conv_wgmma and gemm_wgmma, sm_90a) are optional: a GPU they
+ * have no code for leaves them unloaded, and their kernels are not used there.
  *
  * A program loads its own modules in prepare (cuModuleLoadData, in its context) and
  * unloads them in destroy, so nothing about kernels is process-global. */
