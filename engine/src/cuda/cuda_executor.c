@@ -838,13 +838,6 @@ static ember_status* plan_channels_last(ember_cuda_executor* executor, uint64_t*
   return status;
 }
 
-/* Decides, before memory is allocated, which GEMMs take the next op into their epilogue
- * (fuse_next), and which activation outputs move to a slot of their own past the plan's
- * arena (relocated). A fused GEMM writes the activation's output while it still reads
- * its inputs, earlier than the plan says that output is written; the memory plan may
- * have put that output on the bytes of an input whose life ends at the GEMM (an MLP's
- * hidden layers always are), so such an output gets bytes no other tensor uses.
- * *out_extra is the bytes the arena needs past plan->arena_size (rounded up). */
 /* Per tensor, how many op inputs read it (calloc'ed; NULL when out of memory). */
 static uint32_t* count_readers(const ember_plan* plan) {
   uint32_t* readers = calloc(plan->num_tensors, sizeof(uint32_t));
@@ -856,17 +849,24 @@ static uint32_t* count_readers(const ember_plan* plan) {
   return readers;
 }
 
-static ember_status* plan_fusions(ember_cuda_executor* executor, uint64_t* out_extra) {
+/* Decides, before memory is allocated, which GEMMs take the next op into their epilogue
+ * (fuse_next), and which activation outputs move to a slot of their own past the plan's
+ * arena (relocated). A fused GEMM writes the activation's output while it still reads
+ * its inputs, earlier than the plan says that output is written; the memory plan may
+ * have put that output on the bytes of an input whose life ends at the GEMM (an MLP's
+ * hidden layers always are), so such an output gets bytes no other tensor uses.
+ * readers: count_readers's. *out_extra is the bytes the arena needs past
+ * plan->arena_size (rounded up). */
+static ember_status* plan_fusions(ember_cuda_executor* executor, const uint32_t* readers,
+                                  uint64_t* out_extra) {
   const ember_plan* plan = executor->plan;
   *out_extra = 0;
   executor->fuse_next = calloc(plan->num_ops, sizeof(bool));
   executor->conv_residual = calloc(plan->num_ops, sizeof(bool));
   executor->add_into_norm = calloc(plan->num_ops, sizeof(bool));
   executor->relocated = malloc(plan->num_tensors * sizeof(uint64_t));
-  uint32_t* readers = count_readers(plan);
   if (executor->fuse_next == NULL || executor->conv_residual == NULL ||
-      executor->add_into_norm == NULL || executor->relocated == NULL || readers == NULL) {
-    free(readers);
+      executor->add_into_norm == NULL || executor->relocated == NULL) {
     return ember_status_make(EMBER_OUT_OF_MEMORY, "cuda executor: out of memory");
   }
   for (uint32_t t = 0; t < plan->num_tensors; ++t) executor->relocated[t] = UINT64_MAX;
@@ -919,7 +919,6 @@ static ember_status* plan_fusions(ember_cuda_executor* executor, uint64_t* out_e
     if (overlaps) status = relocate_tensor(executor, y_index, out_extra);
     i = last; /* the ops fused into op i are taken */
   }
-  free(readers);
   return status;
 }
 
@@ -998,7 +997,7 @@ static bool uses_gemm_wgmma(const ember_cuda_executor* executor) {
 /* Whether LINEAR op runs with activation `next` (which reads its output) on the
  * gemm_wgmma kernel (kernel_params.h): an activation cuBLASLt's epilogue lacks (GELU's erf
  * form, SIGMOID, TANH, SILU), weight [N, K], float16 or bfloat16 throughout, K and N
- * multiples of 8 (the tensor maps' row pitch, the pairs the epilogue stores), sizes
+ * multiples of 8 (the tensor maps' row pitch, the 16-byte vectors the epilogue stores), sizes
  * within int32, more rows than the gemv kernel takes and enough 128 x 256 tiles, on an
  * executor that uses the kernel (uses_gemm_wgmma). */
 static bool linear_takes_gemm_wgmma(const ember_cuda_executor* executor, const ember_op_desc* op,
@@ -1063,8 +1062,8 @@ static ember_status* encode_gemm_wgmma_maps(const ember_cuda_driver* driver,
                                "cuTensorMapEncodeTiled(LINEAR weight)");
 }
 
-/* Bound inputs and outputs the step reads through a tensor map or writes by pairs must
- * be 16-byte aligned (else they are staged at run time). */
+/* Bound inputs and outputs the step reads through a tensor map or writes 16 bytes at a
+ * time must be 16-byte aligned (else they are staged at run time). */
 static void require_io_alignment(ember_cuda_executor* executor, uint32_t tensor, uint32_t bytes) {
   const ember_tensor_desc* t = &executor->plan->tensors[tensor];
   if (!is_io(t)) return;
@@ -1555,8 +1554,8 @@ typedef struct sdpa_view {
  * bfloat16, no mask tensor (is_causal is fine), e == ev of 64 or 128, L, S and every batch
  * dim at least 1, the block count (and every size) within int32, and every operand 16-byte
  * aligned (the plan's offsets are multiples of 64; a bound input or output that is not
- * aligned is staged). Decided from the plan alone, so that executor_needs_cublaslt knows
- * before prepare whether the plan's SDPAs need cuBLASLt. */
+ * aligned is staged). Decided from the plan alone, so that executor_needs_cublaslt knows,
+ * before any step is built, whether the plan's SDPAs need cuBLASLt. */
 static bool sdpa_takes_flash(const ember_plan* plan, const ember_op_desc* op,
                              sdpa_flash_shape* out) {
   if (op->num_inputs != 3) return false;
@@ -2611,7 +2610,6 @@ static bool conv_gemm_sizes(const ember_plan* plan, const ember_op_desc* op,
 /* The implicit-GEMM kernel's channel tile: 64 rows for convs of at most 64 output
  * channels (resnet's first stage), else 128 (conv_igemm.cu picks the same). */
 static int64_t conv_igemm_bm(int64_t channels) { return channels <= 64 ? 64 : 128; }
-
 
 /* The implicit-GEMM kernel's blocks for output y [N, O, OH, OW]: position tiles times
  * channel tiles (blockIdx.x % channel tiles is a block's channel tile). */
@@ -3983,14 +3981,11 @@ static ember_status* cuda_executor_run(ember_executor* base, const ember_tensor_
  * (the dlopen), and its heuristics more, that a program of Ember's own kernels never
  * repays, so such a program does not load it. A superset is harmless (a load for
  * nothing); an op missed here fails prepare with EMBER_INTERNAL (cuda_gemm.c
- * check_loaded). *out_op: the first such op. */
-static ember_status* executor_needs_cublaslt(const ember_cuda_executor* executor, bool* out_needs,
-                                             uint32_t* out_op) {
+ * check_loaded). readers: count_readers's. *out_op: the first such op. */
+static bool executor_needs_cublaslt(const ember_cuda_executor* executor, const uint32_t* readers,
+                                    uint32_t* out_op) {
   const ember_plan* plan = executor->plan;
-  *out_needs = false;
-  uint32_t* readers = count_readers(plan);
-  if (readers == NULL) return ember_status_make(EMBER_OUT_OF_MEMORY, "cuda executor: out of memory");
-  for (uint32_t i = 0; i < plan->num_ops && !*out_needs; ++i) {
+  for (uint32_t i = 0; i < plan->num_ops; ++i) {
     const ember_op_desc* op = &plan->ops[i];
     uint64_t a, b, c;
     sdpa_flash_shape shape;
@@ -4005,11 +4000,10 @@ static ember_status* executor_needs_cublaslt(const ember_cuda_executor* executor
          conv_gemm_sizes(plan, op, &a, &b, &c));
     if (needs) {
       *out_op = i;
-      *out_needs = true;
+      return true;
     }
   }
-  free(readers);
-  return NULL;
+  return false;
 }
 
 static void report_profile(const ember_cuda_executor* executor) {
@@ -4180,19 +4174,12 @@ static ember_status* open_device(ember_cuda_executor* executor) {
   return NULL;
 }
 
-static ember_status* prepare_in_context(ember_cuda_executor* executor) {
-  const ember_cuda_driver* driver = executor->driver;
-  ember_cuda_init_timer* timer = &executor->init_timer;
-  CU_CHECK(executor, driver->cuStreamCreate(&executor->stream, CU_STREAM_NON_BLOCKING),
-           "cuStreamCreate");
-  EMBER_RETURN_IF_ERROR(ember_cuda_kernels_load(driver, &executor->kernels));
-  executor->kernels_loaded = true;
-  ember_cuda_init_timer_mark(timer, "stream, Ember's kernels");
+/* Loads cuBLASLt and creates the program's handle, if an op may run on it on this GPU
+ * (executor_needs_cublaslt; readers: count_readers's). */
+static ember_status* open_cublaslt(ember_cuda_executor* executor, const uint32_t* readers) {
   /* Which ops take cuBLASLt depends on the kernels this GPU loaded (gemm_wgmma). */
-  bool needs_cublaslt;
   uint32_t gemm_op = 0;
-  EMBER_RETURN_IF_ERROR(executor_needs_cublaslt(executor, &needs_cublaslt, &gemm_op));
-  if (needs_cublaslt) {
+  if (executor_needs_cublaslt(executor, readers, &gemm_op)) {
     ember_status* status = ember_cublaslt_library_get(&executor->lt);
     if (status != NULL) {
       executor->lt = NULL;
@@ -4201,7 +4188,7 @@ static ember_status* prepare_in_context(ember_cuda_executor* executor) {
                                  gemm_op, ember_opcode_name(op->opcode));
     }
   }
-  ember_cuda_init_timer_mark(timer, "cuBLASLt library (if GEMMs, once)");
+  ember_cuda_init_timer_mark(&executor->init_timer, "cuBLASLt library (if GEMMs, once)");
   if (executor->lt != NULL) {
     cublasStatus_t lt_result = executor->lt->cublasLtCreate(&executor->lt_handle);
     if (lt_result != CUBLAS_STATUS_SUCCESS) {
@@ -4209,9 +4196,25 @@ static ember_status* prepare_in_context(ember_cuda_executor* executor) {
       return ember_cublaslt_status(executor->lt, lt_result, "cublasLtCreate");
     }
   }
-  ember_cuda_init_timer_mark(timer, "cublasLtCreate (if GEMMs)");
+  ember_cuda_init_timer_mark(&executor->init_timer, "cublasLtCreate (if GEMMs)");
+  return NULL;
+}
+
+static ember_status* prepare_in_context(ember_cuda_executor* executor) {
+  const ember_cuda_driver* driver = executor->driver;
+  ember_cuda_init_timer* timer = &executor->init_timer;
+  CU_CHECK(executor, driver->cuStreamCreate(&executor->stream, CU_STREAM_NON_BLOCKING),
+           "cuStreamCreate");
+  EMBER_RETURN_IF_ERROR(ember_cuda_kernels_load(driver, &executor->kernels));
+  executor->kernels_loaded = true;
+  ember_cuda_init_timer_mark(timer, "stream, Ember's kernels");
   uint64_t extra_arena;
-  EMBER_RETURN_IF_ERROR(plan_fusions(executor, &extra_arena));
+  uint32_t* readers = count_readers(executor->plan);
+  if (readers == NULL) return ember_status_make(EMBER_OUT_OF_MEMORY, "cuda executor: out of memory");
+  ember_status* status = open_cublaslt(executor, readers);
+  if (status == NULL) status = plan_fusions(executor, readers, &extra_arena);
+  free(readers);
+  EMBER_RETURN_IF_ERROR(status);
   EMBER_RETURN_IF_ERROR(plan_channels_last(executor, &extra_arena));
   EMBER_RETURN_IF_ERROR(plan_sdpa_folds(executor, &extra_arena));
   EMBER_RETURN_IF_ERROR(allocate_memory(executor, extra_arena));
