@@ -22,6 +22,14 @@ __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool v
                : "memory");
 }
 
+/* The same through L1 (cp.async.ca): for gathers whose blocks read the same bytes again
+ * soon, as an implicit-GEMM conv's taps read overlapping windows of x. */
+__device__ __forceinline__ void cp_async16_l1(uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+               "r"(valid ? 16 : 0)
+               : "memory");
+}
+
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::: "memory");
 }
