@@ -2745,33 +2745,38 @@ static void fill_conv_igemm_table(const ember_plan* plan, const ember_op_desc* o
 
 /* Conv op's weights for the implicit GEMM: [o][kh][kw][cp] (zeros for the padded
  * channels), the bias (or 0) at column k_taps, zeros to k_stride. */
-static void fill_conv_igemm_weights(const ember_plan* plan, const ember_op_desc* op, uint8_t* out) {
+/* Writes conv op's implicit-GEMM weights into `out` on the GPU (ember_conv_igemm_weights_2)
+ * from its weights and bias among the uploaded constants: a host-side reorder of
+ * resnet18's weights took 66-82 ms of init on the H200, most of it a scatter of 2-byte
+ * copies. */
+static ember_status* launch_conv_igemm_weights(ember_cuda_executor* executor, const ember_op_desc* op,
+                                               uint64_t out) {
+  const ember_plan* plan = executor->plan;
   const ember_tensor_desc* w = ember_plan_op_input_tensor(plan, op, 1);
-  /* float16 or bfloat16 (conv_runs_igemm): a constant size makes each copy one 16-bit
-   * move rather than a memcpy call (resnet18's weights, this loop alone on the build
-   * machine: 80 -> 20-35 ms). */
-  const size_t es = 2;
-  const int64_t o_count = w->dims[0], c_count = w->dims[1], kh = w->dims[2], kw = w->dims[3];
-  const int64_t cp = conv_packed_channels(c_count), k_taps = conv_igemm_k_taps(w);
-  const int64_t k_stride = conv_igemm_k_stride(w);
-  const uint8_t* weights = plan->constants + w->data_offset;
-  const uint8_t* bias = op->num_inputs == 3
-                            ? plan->constants + ember_plan_op_input_tensor(plan, op, 2)->data_offset
-                            : NULL;
-  for (int64_t o = 0; o < o_count; ++o) {
-    uint8_t* row = out + (size_t)(o * k_stride) * es;
-    for (int64_t c = 0; c < c_count; ++c) {
-      for (int64_t t = 0; t < kh * kw; ++t) {
-        memcpy(row + (size_t)(t * cp + c) * es, weights + (size_t)((o * c_count + c) * kh * kw + t) * es, es);
-      }
-    }
-    if (bias != NULL) memcpy(row + (size_t)k_taps * es, bias + (size_t)o * es, es);
-  }
+  ember_k_conv_igemm_weights_params p = {0};
+  p.w = tensor_address(executor, ember_plan_op_input(plan, op, 1));
+  p.bias = op->num_inputs == 3 ? tensor_address(executor, ember_plan_op_input(plan, op, 2)) : 0;
+  p.out = out;
+  p.c = (int32_t)w->dims[1];
+  p.taps = (int32_t)(w->dims[2] * w->dims[3]);
+  p.cp = (int32_t)conv_packed_channels(w->dims[1]);
+  p.k_stride = (int32_t)conv_igemm_k_stride(w); /* rows · o within int32: conv_runs_igemm */
+  p.elements = (int64_t)p.k_stride * w->dims[0];
+  void* args[] = {&p};
+  CU_CHECK(executor,
+           executor->driver->cuLaunchKernel(
+               executor->kernels.functions[EMBER_CUDA_KERNEL_CONV_IGEMM_WEIGHTS_2],
+               grid_for_elements(executor, (uint64_t)p.elements), 1, 1, EMBER_K_BLOCK, 1, 1, 0,
+               executor->stream, args, NULL),
+           "cuLaunchKernel(conv weights)");
+  return NULL;
 }
 
 /* Allocates the im2col buffer (and the product buffer of convs that run flat) and uploads
  * the augmented weights ([O, C·KH·KW + 1]: each row, then its bias or 0, rows
- * conv_weight_stride apart) of every CONV2D that runs as a GEMM. */
+ * conv_weight_stride apart) of every CONV2D that runs as a GEMM; for those on the
+ * implicit GEMM (or on im2col from channels last), its tap table, and its weights written
+ * on the GPU (launch_conv_igemm_weights). */
 static ember_status* prepare_conv_gemms(ember_cuda_executor* executor) {
   const ember_plan* plan = executor->plan;
   const size_t count = plan->num_ops == 0 ? 1 : plan->num_ops;
@@ -2833,14 +2838,26 @@ static ember_status* prepare_conv_gemms(ember_cuda_executor* executor) {
   if (flat_size > 0) {
     EMBER_RETURN_IF_ERROR(allocate(executor, flat_size, "conv product", &executor->conv_out));
   }
+  /* Only the tap tables and the im2col convs' rows cross from the host; the implicit
+   * GEMM's weights are written on the GPU, after the copies on the same stream. */
   uint8_t* host = calloc(1, weights_size);
   if (host == NULL) return ember_status_make(EMBER_OUT_OF_MEMORY, "cuda executor: out of memory");
-  for (uint32_t i = 0; i < plan->num_ops; ++i) {
+  ember_status* status = NULL;
+  CUresult result = CUDA_SUCCESS;
+  for (uint32_t i = 0; i < plan->num_ops && status == NULL && result == CUDA_SUCCESS; ++i) {
     if (executor->conv_weight_offset[i] == UINT64_MAX) continue;
     const ember_op_desc* op = &plan->ops[i];
     if (executor->conv_table_offset[i] != UINT64_MAX) {
-      fill_conv_igemm_weights(plan, op, host + executor->conv_weight_offset[i]);
-      fill_conv_igemm_table(plan, op, (int32_t*)(void*)(host + executor->conv_table_offset[i]));
+      const uint64_t table = executor->conv_table_offset[i];
+      const ember_tensor_desc* w = ember_plan_op_input_tensor(plan, op, 1);
+      fill_conv_igemm_table(plan, op, (int32_t*)(void*)(host + table));
+      result = executor->driver->cuMemcpyHtoDAsync(executor->conv_weights + table, host + table,
+                                                   (size_t)conv_igemm_table_entries(w) * 8u,
+                                                   executor->stream);
+      if (result == CUDA_SUCCESS) {
+        status = launch_conv_igemm_weights(executor, op,
+                                           executor->conv_weights + executor->conv_weight_offset[i]);
+      }
       continue;
     }
     const ember_tensor_desc* w = ember_plan_op_input_tensor(plan, op, 1);
@@ -2851,18 +2868,22 @@ static ember_status* prepare_conv_gemms(ember_cuda_executor* executor) {
     const uint8_t* bias = op->num_inputs == 3
                               ? plan->constants + ember_plan_op_input_tensor(plan, op, 2)->data_offset
                               : NULL;
-    uint8_t* out = host + executor->conv_weight_offset[i];
+    uint8_t* const first = host + executor->conv_weight_offset[i];
+    uint8_t* out = first;
     for (int64_t o = 0; o < w->dims[0]; ++o) {
       memcpy(out, weights + (size_t)o * row, row);
       if (bias != NULL) memcpy(out + row, bias + (size_t)o * es, es); /* else 0.0 */
       out += padded_row; /* the padding past the bias stays 0, as do col's rows there */
     }
+    result = executor->driver->cuMemcpyHtoDAsync(executor->conv_weights + executor->conv_weight_offset[i],
+                                                 first, (size_t)(out - first), executor->stream);
   }
-  CUresult result = executor->driver->cuMemcpyHtoDAsync(executor->conv_weights, host,
-                                                        weights_size, executor->stream);
-  if (result == CUDA_SUCCESS) result = executor->driver->cuStreamSynchronize(executor->stream);
+  /* Even after an error: the copies read `host` until the stream has run them. */
+  const CUresult synced = executor->driver->cuStreamSynchronize(executor->stream);
   free(host);
+  if (status != NULL) return status;
   CU_CHECK(executor, result, "cuMemcpyHtoDAsync(conv weights)");
+  CU_CHECK(executor, synced, "cuStreamSynchronize(conv weights)");
   return NULL;
 }
 

@@ -97,6 +97,8 @@ static const struct {
     PER_HALF(EMBER_CUDA_KERNEL_CONV_IGEMM, conv_igemm, "ember_conv_igemm"),
     {EMBER_CUDA_KERNEL_NHWC_PACK_2, EMBER_CUDA_MODULE_conv_igemm, "ember_nhwc_pack_2"},
     {EMBER_CUDA_KERNEL_IM2COL_NHWC_2, EMBER_CUDA_MODULE_conv_igemm, "ember_im2col_nhwc_2"},
+    {EMBER_CUDA_KERNEL_CONV_IGEMM_WEIGHTS_2, EMBER_CUDA_MODULE_conv_igemm,
+     "ember_conv_igemm_weights_2"},
     PER_HALF(EMBER_CUDA_KERNEL_CONV_WGMMA_64, conv_wgmma, "ember_conv_wgmma64"),
     PER_HALF(EMBER_CUDA_KERNEL_CONV_WGMMA_128, conv_wgmma, "ember_conv_wgmma128"),
     PER_HALF(EMBER_CUDA_KERNEL_GEMM_WGMMA, gemm_wgmma, "ember_gemm_wgmma"),

@@ -48,7 +48,8 @@ typedef enum ember_cuda_kernel_id {
   EMBER_CUDA_KERNEL_IM2COL_NHWC_2 = 64,
   /* sm_90a only (gemm_wgmma); + dtype index - 1 */
   EMBER_CUDA_KERNEL_GEMM_WGMMA = 65,
-  EMBER_CUDA_KERNEL_COUNT = 67,
+  EMBER_CUDA_KERNEL_CONV_IGEMM_WEIGHTS_2 = 67,
+  EMBER_CUDA_KERNEL_COUNT = 68,
 } ember_cuda_kernel_id;
 
 #define EMBER_CUDA_MODULE_COUNT 14

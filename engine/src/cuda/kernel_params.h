@@ -379,6 +379,18 @@ typedef struct ember_k_nhwc_pack_params {
   int64_t n, c, hw, cp;
 } ember_k_nhwc_pack_params;
 
+/* ember_conv_igemm_weights_2: a conv's weights w [o][c][taps] (2-byte elements, taps =
+ * kh · kw) and bias [o] (0: none) -> out [o][k_stride], the implicit GEMM's layout: row o
+ * holds k = tap · cp + channel (channels c..cp-1 zero), then at taps · cp the bias (or
+ * 0), then zeros. elements = o · k_stride, within int32 (the host checks). */
+typedef struct ember_k_conv_igemm_weights_params {
+  uint64_t w;
+  uint64_t bias;
+  uint64_t out;
+  int64_t elements;
+  int32_t c, taps, cp, k_stride;
+} ember_k_conv_igemm_weights_params;
+
 /* ember_im2col_nhwc_2: the im2col of a conv whose output is channels last and whose
  * product cuBLASLt computes with the output channels as M (cuda_executor.c
  * build_conv2d_gemm_nhwc). x is [N, H, W, c] of 2-byte elements (c a multiple of 8: a

@@ -208,6 +208,28 @@ __device__ __forceinline__ void nhwc_pack(const ember_k_nhwc_pack_params& p) {
   }
 }
 
+/* The implicit GEMM's weights from the conv's own, once at prepare: a thread per element
+ * of out, consecutive threads along a row, so the stores are contiguous; the loads of a
+ * row stay within one output channel's weights. */
+__device__ __forceinline__ void conv_igemm_weights(const ember_k_conv_igemm_weights_params& p) {
+  const uint16_t* w = reinterpret_cast<const uint16_t*>(p.w);
+  const uint16_t* bias = reinterpret_cast<const uint16_t*>(p.bias);
+  uint16_t* out = reinterpret_cast<uint16_t*>(p.out);
+  const uint32_t k_stride = (uint32_t)p.k_stride, cp = (uint32_t)p.cp, taps = (uint32_t)p.taps;
+  const uint32_t c_count = (uint32_t)p.c, k_taps = taps * cp;
+  for (uint32_t i = global_thread32(); i < (uint32_t)p.elements; i += global_stride32()) {
+    const uint32_t o = i / k_stride, k = i - o * k_stride;
+    uint16_t v = 0;
+    if (k < k_taps) {
+      const uint32_t t = k / cp, c = k - t * cp;
+      if (c < c_count) v = w[(o * c_count + c) * taps + t];
+    } else if (k == k_taps && bias != nullptr) {
+      v = bias[o];
+    }
+    out[i] = v;
+  }
+}
+
 /* col[p][k] for the GEMM that writes a conv's output channels last (kernel_params.h
  * ember_k_im2col_nhwc_params): a thread per 16 bytes of col, consecutive threads along a
  * row, so the stores are contiguous and the loads of one tap read 8 channels after 8. */
@@ -260,6 +282,11 @@ extern "C" __global__ void __launch_bounds__(EMBER_K_BLOCK)
 extern "C" __global__ void __launch_bounds__(EMBER_K_BLOCK)
     ember_nhwc_pack_2(const ember_k_nhwc_pack_params p) {
   ember::nhwc_pack(p);
+}
+
+extern "C" __global__ void __launch_bounds__(EMBER_K_BLOCK)
+    ember_conv_igemm_weights_2(const ember_k_conv_igemm_weights_params p) {
+  ember::conv_igemm_weights(p);
 }
 
 extern "C" __global__ void __launch_bounds__(EMBER_K_BLOCK)
