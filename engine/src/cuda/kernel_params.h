@@ -599,6 +599,8 @@ EMBER_K_STATIC_ASSERT(sizeof(ember_k_im2col_params) == 16 + 15 * 8 + 8 + 2 * 4 *
 EMBER_K_STATIC_ASSERT(sizeof(ember_k_conv_igemm_params) == 5 * 8 + 18 * 4 + 4 * 4,
                       "conv igemm params layout");
 EMBER_K_STATIC_ASSERT(sizeof(ember_k_nhwc_pack_params) == 48, "nhwc pack params layout");
+EMBER_K_STATIC_ASSERT(sizeof(ember_k_conv_igemm_weights_params) == 4 * 8 + 4 * 4,
+                      "conv igemm weights params layout");
 EMBER_K_STATIC_ASSERT(sizeof(ember_k_im2col_nhwc_params) == 16 + 16 * 4 + 2 * 4 * 5,
                       "im2col nhwc params layout");
 EMBER_K_STATIC_ASSERT(sizeof(ember_k_pool2d_params) == 16 + 14 * 8 + 16 + 4 * 4,

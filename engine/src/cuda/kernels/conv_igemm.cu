@@ -7,7 +7,8 @@
  * never written to memory (im2col wrote KH·KW times the input, and was half of resnet18's
  * time at batch 64); each block gathers its tiles of X from the packed input with 16-byte
  * cp.async copies (zero-filled where the window leaves the image) while the tensor cores
- * work on earlier ones.
+ * work on earlier ones. W's layout is written once, at prepare, by
+ * ember_conv_igemm_weights_2 from the conv's weights among the uploaded constants.
  *
  * A block of 256 threads computes a [BM, BN] tile of D (BM 64 or 128 channels, BN 128
  * positions) with mma.sync m16n8k16 and float32 accumulation; its 8 warps are 2
