@@ -2743,12 +2743,11 @@ static void fill_conv_igemm_table(const ember_plan* plan, const ember_op_desc* o
   }
 }
 
-/* Conv op's weights for the implicit GEMM: [o][kh][kw][cp] (zeros for the padded
- * channels), the bias (or 0) at column k_taps, zeros to k_stride. */
-/* Writes conv op's implicit-GEMM weights into `out` on the GPU (ember_conv_igemm_weights_2)
- * from its weights and bias among the uploaded constants: a host-side reorder of
- * resnet18's weights took 66-82 ms of init on the H200, most of it a scatter of 2-byte
- * copies. */
+/* Writes conv op's weights for the implicit GEMM into `out`: [o][kh][kw][cp] (zeros for
+ * the padded channels), the bias (or 0) at column k_taps, zeros to k_stride. On the GPU
+ * (ember_conv_igemm_weights_2), from its weights and bias among the uploaded constants:
+ * the host-side reorder of resnet18's weights took 66-82 ms of init on the H200, a
+ * scatter of 2-byte copies. */
 static ember_status* launch_conv_igemm_weights(ember_cuda_executor* executor, const ember_op_desc* op,
                                                uint64_t out) {
   const ember_plan* plan = executor->plan;
