@@ -1062,8 +1062,9 @@ static ember_status* encode_gemm_wgmma_maps(const ember_cuda_driver* driver,
                                "cuTensorMapEncodeTiled(LINEAR weight)");
 }
 
-/* Bound inputs and outputs the step reads through a tensor map or writes 16 bytes at a
- * time must be 16-byte aligned (else they are staged at run time). */
+/* A step needs `tensor`, when it is a bound input or output, at least `bytes`-aligned: a
+ * bound pointer that is less aligned is staged at run time. Raises, never lowers, what
+ * other steps asked of the same slot. */
 static void require_io_alignment(ember_cuda_executor* executor, uint32_t tensor, uint32_t bytes) {
   const ember_tensor_desc* t = &executor->plan->tensors[tensor];
   if (!is_io(t)) return;
@@ -1159,8 +1160,7 @@ static ember_status* build_gemm(ember_cuda_executor* executor, uint32_t i, uint3
   /* Bound inputs and outputs that a GEMM touches must be as aligned as its algorithm
    * assumes (cuda_gemm.h); others are staged at run time. */
   for (uint32_t r = 0; r < step->num_refs; ++r) {
-    const ember_tensor_desc* tensor = &plan->tensors[step->refs[r].tensor];
-    if (is_io(tensor)) executor->io_alignment[io_slot(executor, tensor)] = EMBER_CUDA_GEMM_IO_ALIGNMENT;
+    require_io_alignment(executor, step->refs[r].tensor, EMBER_CUDA_GEMM_IO_ALIGNMENT);
   }
   if (gemm->needs_bias_act) {
     add_bias_act_step(executor, i, gemm->d_tensor,
@@ -1563,7 +1563,7 @@ static bool sdpa_takes_flash(const ember_plan* plan, const ember_op_desc* op,
   const ember_tensor_desc* k = ember_plan_op_input_tensor(plan, op, 1);
   const ember_tensor_desc* v = ember_plan_op_input_tensor(plan, op, 2);
   const ember_tensor_desc* y = ember_plan_op_output_tensor(plan, op, 0);
-  if (q->dtype != EMBER_DTYPE_FLOAT16 && q->dtype != EMBER_DTYPE_BFLOAT16) return false;
+  if (!is_16bit_float(q->dtype)) return false;
   const uint32_t rank = q->rank;
   if (rank < 2 || k->rank != rank || v->rank != rank) return false;
   const int64_t l = q->dims[rank - 2], e = q->dims[rank - 1], s = k->dims[rank - 2];
@@ -1640,11 +1640,10 @@ static void add_sdpa_flash_step(ember_cuda_executor* executor, uint32_t i,
                              offsetof(ember_k_sdpa_flash_params, v),
                              offsetof(ember_k_sdpa_flash_params, y)};
   for (int n = 0; n < 4; ++n) {
-    const ember_tensor_desc* t = &plan->tensors[views[n].tensor];
     add_ref_at(executor, step, views[n].tensor, slots[n],
                (uint64_t)views[n].offset * ember_dtype_size(dtype));
-    /* The kernel's 16-byte loads and stores: a bound pointer that is less aligned is staged. */
-    if (is_io(t)) executor->io_alignment[io_slot(executor, t)] = EMBER_CUDA_GEMM_IO_ALIGNMENT;
+    /* The kernel's 16-byte loads and stores. */
+    require_io_alignment(executor, views[n].tensor, EMBER_CUDA_GEMM_IO_ALIGNMENT);
   }
   ++executor->sdpa_flash;
 }
@@ -2307,7 +2306,7 @@ static ember_status* prepare_sdpa_scratch(ember_cuda_executor* executor) {
 static uint32_t gemm_operand_alignment(ember_cuda_executor* executor, uint32_t tensor) {
   const ember_tensor_desc* t = &executor->plan->tensors[tensor];
   if (is_io(t)) {
-    executor->io_alignment[io_slot(executor, t)] = EMBER_CUDA_GEMM_IO_ALIGNMENT;
+    require_io_alignment(executor, tensor, EMBER_CUDA_GEMM_IO_ALIGNMENT);
     return EMBER_CUDA_GEMM_IO_ALIGNMENT;
   }
   return address_alignment(tensor_address(executor, tensor));
@@ -2645,7 +2644,7 @@ static bool conv_runs_igemm(const ember_plan* plan, const ember_op_desc* op, uin
   const ember_tensor_desc* x = ember_plan_op_input_tensor(plan, op, 0);
   const ember_tensor_desc* w = ember_plan_op_input_tensor(plan, op, 1);
   const ember_tensor_desc* y = ember_plan_op_output_tensor(plan, op, 0);
-  if (y->dtype != EMBER_DTYPE_FLOAT16 && y->dtype != EMBER_DTYPE_BFLOAT16) return false;
+  if (!is_16bit_float(y->dtype)) return false;
   /* Padding the channels to a multiple of 8 may add at most a quarter to K: resnet's stem
    * (3 channels padded to 8, K 392 for 147 taps) ran 1.9x slower this way than as im2col
    * + GEMM on the H200. */
@@ -3060,10 +3059,9 @@ static ember_status* build_conv2d_gemm(ember_cuda_executor* executor, uint32_t i
         grid_for_elements(executor, gather_launch_count(&g)), &g, sizeof g);
     add_ref(executor, move, y_index, offsetof(ember_k_gather_params, y));
   } else {
-    if (is_io(y)) executor->io_alignment[io_slot(executor, y)] = EMBER_CUDA_GEMM_IO_ALIGNMENT;
+    require_io_alignment(executor, y_index, EMBER_CUDA_GEMM_IO_ALIGNMENT);
     if (residual != EMBER_PLAN_NO_INDEX) {
-      const ember_tensor_desc* r = &plan->tensors[residual];
-      if (is_io(r)) executor->io_alignment[io_slot(executor, r)] = EMBER_CUDA_GEMM_IO_ALIGNMENT;
+      require_io_alignment(executor, residual, EMBER_CUDA_GEMM_IO_ALIGNMENT);
       ++executor->conv_residuals;
     }
   }
