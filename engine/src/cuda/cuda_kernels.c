@@ -107,6 +107,20 @@ static const struct {
 #undef PER_HALF
 #undef PER_SIZE
 
+/* Lets kernels first .. first + count - 1 launch with `bytes` of dynamic shared memory,
+ * past the 48 KB a launch gets unasked; false when the GPU cannot give a block that much. */
+static bool allow_dynamic_shared(const ember_cuda_driver* driver, const ember_cuda_kernels* kernels,
+                                 int first, int count, int bytes) {
+  for (int k = 0; k < count; ++k) {
+    if (driver->cuFuncSetAttribute(kernels->functions[first + k],
+                                   CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                   bytes) != CUDA_SUCCESS) {
+      return false;
+    }
+  }
+  return true;
+}
+
 ember_status* ember_cuda_kernels_load(const ember_cuda_driver* driver,
                                       ember_cuda_kernels* out_kernels) {
   memset(out_kernels, 0, sizeof *out_kernels);
@@ -139,32 +153,19 @@ ember_status* ember_cuda_kernels_load(const ember_cuda_driver* driver,
   /* The implicit-GEMM conv's ring of stages is past the 48 KB a launch gets unasked; a
    * GPU that cannot give a block that much (compute capability 8.6 and 8.9 have 99 KB)
    * runs convs the other ways. */
-  out_kernels->conv_igemm = status == NULL;
-  for (uint32_t k = 0; k < 2 && status == NULL; ++k) {
-    if (driver->cuFuncSetAttribute(out_kernels->functions[EMBER_CUDA_KERNEL_CONV_IGEMM + k],
-                                   CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                   EMBER_K_CONV_IGEMM_SMEM_BYTES(128)) != CUDA_SUCCESS) {
-      out_kernels->conv_igemm = false;
-    }
-  }
-  out_kernels->conv_wgmma = out_kernels->conv_igemm &&
-                            out_kernels->modules[EMBER_CUDA_MODULE_conv_wgmma] != NULL;
-  for (uint32_t k = 0; k < 4 && out_kernels->conv_wgmma; ++k) {
-    if (driver->cuFuncSetAttribute(out_kernels->functions[EMBER_CUDA_KERNEL_CONV_WGMMA_64 + k],
-                                   CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                   EMBER_K_CONV_WGMMA_SMEM_BYTES(k < 2 ? 64 : 128)) != CUDA_SUCCESS) {
-      out_kernels->conv_wgmma = false;
-    }
-  }
-  out_kernels->gemm_wgmma = status == NULL &&
-                            out_kernels->modules[EMBER_CUDA_MODULE_gemm_wgmma] != NULL;
-  for (uint32_t k = 0; k < 2 && out_kernels->gemm_wgmma; ++k) {
-    if (driver->cuFuncSetAttribute(out_kernels->functions[EMBER_CUDA_KERNEL_GEMM_WGMMA + k],
-                                   CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                   EMBER_K_GEMM_WGMMA_SMEM_BYTES) != CUDA_SUCCESS) {
-      out_kernels->gemm_wgmma = false;
-    }
-  }
+  out_kernels->conv_igemm =
+      status == NULL && allow_dynamic_shared(driver, out_kernels, EMBER_CUDA_KERNEL_CONV_IGEMM, 2,
+                                             EMBER_K_CONV_IGEMM_SMEM_BYTES(128));
+  out_kernels->conv_wgmma =
+      out_kernels->conv_igemm && out_kernels->modules[EMBER_CUDA_MODULE_conv_wgmma] != NULL &&
+      allow_dynamic_shared(driver, out_kernels, EMBER_CUDA_KERNEL_CONV_WGMMA_64, 2,
+                           EMBER_K_CONV_WGMMA_SMEM_BYTES(64)) &&
+      allow_dynamic_shared(driver, out_kernels, EMBER_CUDA_KERNEL_CONV_WGMMA_128, 2,
+                           EMBER_K_CONV_WGMMA_SMEM_BYTES(128));
+  out_kernels->gemm_wgmma =
+      status == NULL && out_kernels->modules[EMBER_CUDA_MODULE_gemm_wgmma] != NULL &&
+      allow_dynamic_shared(driver, out_kernels, EMBER_CUDA_KERNEL_GEMM_WGMMA, 2,
+                           EMBER_K_GEMM_WGMMA_SMEM_BYTES);
   if (status != NULL) ember_cuda_kernels_unload(driver, out_kernels);
   return status;
 }
