@@ -21,6 +21,10 @@
  *   EMBER_CUDA_CONV_NHWC_GEMM=0|1  0: convs too small for the implicit-GEMM kernel run as
  *                                  im2col + GEMM in NCHW only, not channels last with
  *                                  the output channels as M (default 1). For measurement.
+ *   EMBER_CUDA_CONV_FOLD=0|1       0: a stride-2 conv of at most 4 channels (resnet's
+ *                                  stem) does not read its input space-to-depth on the
+ *                                  wgmma kernel; it runs as im2col + GEMM (default 1).
+ *                                  For measurement.
  *   EMBER_CUDA_PROFILE=0|1         1: the CUDA executor times each step of every run with
  *                                  CUDA events (steps launched one by one, no graph) and
  *                                  prints where the time went to stderr when the program
@@ -42,6 +46,7 @@ typedef struct ember_settings {
   bool cuda_wgmma;
   bool cuda_gemm_wgmma;
   bool cuda_conv_nhwc_gemm;
+  bool cuda_conv_fold;
   bool cuda_profile;
   /* Non-empty when a variable holds a value that means nothing: the error to report. */
   char invalid_message[160];

@@ -115,6 +115,7 @@ typedef struct ember_cuda_executor {
   CUdeviceptr conv_packed; /* the input of such a conv, channels last (the largest any needs) */
   uint32_t conv_igemms;
   uint32_t conv_wgmmas; /* of those, on the wgmma kernel */
+  uint32_t conv_folds;  /* of those, reading their input space-to-depth */
   uint32_t conv_residuals;
   /* Per op: a CONV2D too small for the implicit-GEMM kernel that runs as im2col from
    * channels last + cuBLASLt with its output channels last (plan_channels_last decides,
@@ -640,6 +641,7 @@ static bool same_dims(const ember_tensor_desc* a, const ember_tensor_desc* b) {
 }
 
 static bool executor_conv_runs_igemm(const ember_cuda_executor* executor, const ember_op_desc* op);
+static bool executor_conv_folds(const ember_cuda_executor* executor, const ember_op_desc* op);
 static bool executor_conv_may_run_gemm_nhwc(const ember_cuda_executor* executor,
                                             const ember_op_desc* op);
 static bool conv_gemm_sizes(const ember_plan* plan, const ember_op_desc* op,
@@ -768,8 +770,9 @@ static ember_status* plan_channels_last(ember_cuda_executor* executor, uint64_t*
         executor->channels_last[ember_plan_op_output(plan, &plan->ops[last], 0)] = true;
       }
       /* What the conv and the ops it fuses read: its input, the residual; not its weights,
-       * nor its own output (which the fused ADD reads and nothing stores). */
-      for (uint32_t k = 1; k < op->num_inputs; ++k) {
+       * nor its own output (which the fused ADD reads and nothing stores). A conv that
+       * folds its input space-to-depth reads it NCHW. */
+      for (uint32_t k = executor_conv_folds(executor, op) ? 0 : 1; k < op->num_inputs; ++k) {
         read_otherwise[ember_plan_op_input(plan, op, k)] = true;
       }
       i = last;
@@ -2620,50 +2623,115 @@ static uint64_t conv_igemm_tiles(const ember_tensor_desc* y) {
   return ceil_div_u64(positions, EMBER_K_CONV_IGEMM_BN) * conv_igemm_channel_tiles(y);
 }
 
-/* The implicit GEMM's K: the input's channels padded to a multiple of 8 (so 8 channels of
- * a pixel are one 16-byte copy) times the taps; the bias column after it, rows rounded
- * up to a multiple of 8; whole BK tiles to cover it. */
+/* The implicit GEMM's view of a CONV2D (conv_igemm_shape_of): the packed input it reads,
+ * [n, h, w, cp] (cp a multiple of 8, so that 8 channels of a pixel are one 16-byte copy),
+ * and the conv over it. fold 1: x packed channels last (cp: its channels padded), the
+ * conv's own taps, strides and padding. fold 2: x packed space-to-depth
+ * (ember_space_to_depth_pack: pixel (u, v) holds the 2 x 2 pixels at (2u, 2v) of x
+ * padded, 4·c channels padded to cp), and a conv of ceil(kh/2) x ceil(kw/2) taps,
+ * stride 1 and no padding over it (conv_folds says which convs). */
+typedef struct conv_igemm_shape {
+  int64_t n, h, w, cp;
+  int64_t kh, kw;
+  int64_t stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
+  int64_t fold;
+} conv_igemm_shape;
+
 static int64_t conv_packed_channels(int64_t c) { return (c + 7) & ~(int64_t)7; }
-static int64_t conv_igemm_k_taps(const ember_tensor_desc* w) {
-  return w->dims[2] * w->dims[3] * conv_packed_channels(w->dims[1]);
-}
-static int64_t conv_igemm_k_stride(const ember_tensor_desc* w) {
-  return (int64_t)conv_weight_stride((uint64_t)conv_igemm_k_taps(w) + 1u);
-}
-static int64_t conv_igemm_k_tiles(const ember_tensor_desc* w) {
-  return (int64_t)ceil_div_u64((uint64_t)conv_igemm_k_taps(w), EMBER_K_CONV_IGEMM_BK);
+
+static conv_igemm_shape conv_igemm_shape_of(const ember_plan* plan, const ember_op_desc* op,
+                                            bool fold) {
+  const ember_tensor_desc* x = ember_plan_op_input_tensor(plan, op, 0);
+  const ember_tensor_desc* w = ember_plan_op_input_tensor(plan, op, 1);
+  const ember_tensor_desc* y = ember_plan_op_output_tensor(plan, op, 0);
+  conv_igemm_shape shape = {
+      .n = x->dims[0], .h = x->dims[2], .w = x->dims[3], .cp = conv_packed_channels(x->dims[1]),
+      .kh = w->dims[2], .kw = w->dims[3],
+      .stride_h = ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_STRIDE_H),
+      .stride_w = ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_STRIDE_W),
+      .pad_h = ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_PAD_H),
+      .pad_w = ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_PAD_W),
+      .dil_h = ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_DILATION_H),
+      .dil_w = ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_DILATION_W),
+      .fold = 1};
+  if (fold) {
+    shape.fold = 2;
+    shape.cp = conv_packed_channels(4 * x->dims[1]);
+    shape.kh = (w->dims[2] + 1) / 2, shape.kw = (w->dims[3] + 1) / 2;
+    shape.h = y->dims[2] + shape.kh - 1, shape.w = y->dims[3] + shape.kw - 1;
+    shape.stride_h = shape.stride_w = 1;
+    shape.pad_h = shape.pad_w = 0;
+  }
+  return shape;
 }
 
-/* Whether CONV2D op runs on the implicit-GEMM tensor-core kernel (conv_igemm.cu): what
- * im2col + GEMM takes (conv_gemm_sizes) in float16 or bfloat16, every element offset in
- * int32, tap offsets that fit the table's 16-bit fields with room for its
- * EMBER_K_CONV_IGEMM_NO_TAP marker, few padded channels, and enough output tiles to fill
- * the GPU. */
-static bool conv_runs_igemm(const ember_plan* plan, const ember_op_desc* op, uint64_t min_tiles) {
+/* The implicit GEMM's K: the packed channels times the taps; the bias column after it,
+ * rows rounded up to a multiple of 8; whole BK tiles to cover it. */
+static int64_t conv_igemm_k_taps(const conv_igemm_shape* shape) {
+  return shape->kh * shape->kw * shape->cp;
+}
+static int64_t conv_igemm_k_stride(const conv_igemm_shape* shape) {
+  return (int64_t)conv_weight_stride((uint64_t)conv_igemm_k_taps(shape) + 1u);
+}
+static int64_t conv_igemm_k_tiles(const conv_igemm_shape* shape) {
+  return (int64_t)ceil_div_u64((uint64_t)conv_igemm_k_taps(shape), EMBER_K_CONV_IGEMM_BK);
+}
+
+/* Whether the implicit-GEMM kernel can run CONV2D op in `shape`: what im2col + GEMM takes
+ * (conv_gemm_sizes) in float16 or bfloat16, every element offset in int32, tap offsets
+ * that fit the table's 16-bit fields with room for its EMBER_K_CONV_IGEMM_NO_TAP marker,
+ * and at least min_tiles output tiles. */
+static bool conv_igemm_fits(const ember_plan* plan, const ember_op_desc* op,
+                            const conv_igemm_shape* shape, uint64_t min_tiles) {
   if (!conv_takes_gemm(plan, op)) return false; /* no im2col buffer: its bound is not ours */
   const ember_tensor_desc* x = ember_plan_op_input_tensor(plan, op, 0);
   const ember_tensor_desc* w = ember_plan_op_input_tensor(plan, op, 1);
   const ember_tensor_desc* y = ember_plan_op_output_tensor(plan, op, 0);
   if (!is_16bit_float(y->dtype)) return false;
-  /* Padding the channels to a multiple of 8 may add at most a quarter to K: resnet's stem
-   * (3 channels padded to 8, K 392 for 147 taps) ran 1.9x slower this way than as im2col
-   * + GEMM on the H200. */
-  if (conv_packed_channels(x->dims[1]) * 4 > x->dims[1] * 5) return false;
   const int64_t limit = INT32_MAX - 2 * EMBER_K_CONV_IGEMM_NO_TAP;
-  const int64_t pad_h = ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_PAD_H);
-  const int64_t pad_w = ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_PAD_W);
-  const int64_t reach_h = (w->dims[2] - 1) * ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_DILATION_H);
-  const int64_t reach_w = (w->dims[3] - 1) * ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_DILATION_W);
-  const int64_t packed = x->dims[0] * x->dims[2] * x->dims[3] * conv_packed_channels(x->dims[1]);
-  const int64_t rows = conv_igemm_k_stride(w);
+  const int64_t reach_h = (shape->kh - 1) * shape->dil_h, reach_w = (shape->kw - 1) * shape->dil_w;
+  const int64_t packed = shape->n * shape->h * shape->w * shape->cp;
+  const int64_t rows = conv_igemm_k_stride(shape);
   if (x->numel > (uint64_t)limit || y->numel > (uint64_t)limit || packed > limit ||
-      rows * w->dims[0] > limit ||
-      x->dims[2] + pad_h >= EMBER_K_CONV_IGEMM_NO_TAP ||
-      x->dims[3] + pad_w >= EMBER_K_CONV_IGEMM_NO_TAP || reach_h >= EMBER_K_CONV_IGEMM_NO_TAP ||
-      reach_w >= EMBER_K_CONV_IGEMM_NO_TAP || rows > limit) {
+      rows * w->dims[0] > limit || shape->h + shape->pad_h >= EMBER_K_CONV_IGEMM_NO_TAP ||
+      shape->w + shape->pad_w >= EMBER_K_CONV_IGEMM_NO_TAP ||
+      reach_h >= EMBER_K_CONV_IGEMM_NO_TAP || reach_w >= EMBER_K_CONV_IGEMM_NO_TAP ||
+      rows > limit) {
     return false;
   }
   return conv_igemm_tiles(y) >= min_tiles;
+}
+
+/* Whether CONV2D op runs on the implicit-GEMM kernel with its input packed channels last:
+ * conv_igemm_fits, with few padded channels. Padding the channels to a multiple of 8 may
+ * add at most a quarter to K: resnet's stem (3 channels padded to 8, K 392 for 147 taps)
+ * ran 1.9x slower this way than as im2col + GEMM on the H200 (conv_folds runs it). */
+static bool conv_runs_igemm(const ember_plan* plan, const ember_op_desc* op, uint64_t min_tiles) {
+  if (!conv_takes_gemm(plan, op)) return false;
+  const ember_tensor_desc* x = ember_plan_op_input_tensor(plan, op, 0);
+  if (conv_packed_channels(x->dims[1]) * 4 > x->dims[1] * 5) return false;
+  const conv_igemm_shape shape = conv_igemm_shape_of(plan, op, false);
+  return conv_igemm_fits(plan, op, &shape, min_tiles);
+}
+
+/* Whether CONV2D op runs on the wgmma kernel with its input packed space-to-depth
+ * (conv_igemm_shape fold 2): stride 2 in both dims, no dilation, at most 4 input channels
+ * (4·c of them fill one or two 16-byte copies a pixel), and enough tiles for that kernel.
+ * resnet's stem (3 channels, 7 x 7): 16 taps of 16 channels, K 256 for its 147, where the
+ * plain pack takes 49 taps of 8 (K 392), and im2col + GEMM writes and reads a col of K
+ * 152 a position. */
+static bool conv_folds(const ember_plan* plan, const ember_op_desc* op) {
+  if (!conv_takes_gemm(plan, op)) return false;
+  const ember_tensor_desc* x = ember_plan_op_input_tensor(plan, op, 0);
+  if (x->rank != 4 || x->dims[1] > 4 ||
+      ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_STRIDE_H) != 2 ||
+      ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_STRIDE_W) != 2 ||
+      ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_DILATION_H) != 1 ||
+      ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_DILATION_W) != 1) {
+    return false;
+  }
+  const conv_igemm_shape shape = conv_igemm_shape_of(plan, op, true);
+  return conv_igemm_fits(plan, op, &shape, EMBER_CUDA_CONV_WGMMA_MIN_TILES);
 }
 
 /* Whether this executor runs the implicit-GEMM convs on the wgmma kernel (compute
@@ -2672,23 +2740,37 @@ static bool uses_conv_wgmma(const ember_cuda_executor* executor) {
   return executor->kernels.conv_wgmma && ember_settings_get()->cuda_wgmma;
 }
 
+/* Whether CONV2D op runs on the wgmma kernel with its input space-to-depth on this
+ * executor's GPU (conv_folds). */
+static bool executor_conv_folds(const ember_cuda_executor* executor, const ember_op_desc* op) {
+  return executor->kernels.conv_igemm && uses_conv_wgmma(executor) &&
+         ember_settings_get()->cuda_conv_fold && conv_folds(executor->plan, op);
+}
+
 /* Whether CONV2D op runs on an implicit-GEMM kernel on this executor's GPU. */
 static bool executor_conv_runs_igemm(const ember_cuda_executor* executor, const ember_op_desc* op) {
   return executor->kernels.conv_igemm &&
-         conv_runs_igemm(executor->plan, op,
-                         uses_conv_wgmma(executor) ? EMBER_CUDA_CONV_WGMMA_MIN_TILES
-                                                   : EMBER_CUDA_CONV_IGEMM_MIN_TILES);
+         (executor_conv_folds(executor, op) ||
+          conv_runs_igemm(executor->plan, op,
+                          uses_conv_wgmma(executor) ? EMBER_CUDA_CONV_WGMMA_MIN_TILES
+                                                    : EMBER_CUDA_CONV_IGEMM_MIN_TILES));
+}
+
+/* The implicit GEMM's view of CONV2D op on this executor (one it runs on that kernel). */
+static conv_igemm_shape executor_conv_shape(const ember_cuda_executor* executor,
+                                            const ember_op_desc* op) {
+  return conv_igemm_shape_of(executor->plan, op, executor_conv_folds(executor, op));
 }
 
 /* The col of CONV2D op (2-byte elements) on im2col from channels last + GEMM,
  * [N·OH·OW][k_stride]: its bytes, when they are at most EMBER_CUDA_MAX_IM2COL and its
  * 16-byte vectors fit int32 (the kernel's index). */
 static bool conv_nhwc_col_bytes(const ember_plan* plan, const ember_op_desc* op, uint64_t* out) {
-  const ember_tensor_desc* w = ember_plan_op_input_tensor(plan, op, 1);
   const ember_tensor_desc* y = ember_plan_op_output_tensor(plan, op, 0);
+  const conv_igemm_shape shape = conv_igemm_shape_of(plan, op, false);
   const uint64_t positions = (uint64_t)(y->dims[0] * y->dims[2] * y->dims[3]);
   uint64_t elements;
-  if (!ember_checked_mul_u64(positions, (uint64_t)conv_igemm_k_stride(w), &elements) ||
+  if (!ember_checked_mul_u64(positions, (uint64_t)conv_igemm_k_stride(&shape), &elements) ||
       elements / 8u > INT32_MAX || elements * 2u > EMBER_CUDA_MAX_IM2COL) {
     return false;
   }
@@ -2712,22 +2794,19 @@ static bool executor_conv_may_run_gemm_nhwc(const ember_cuda_executor* executor,
 }
 
 /* Entries of a conv's tap table: one per 8 of K, whole BK tiles. */
-static uint64_t conv_igemm_table_entries(const ember_tensor_desc* w) {
-  return (uint64_t)conv_igemm_k_tiles(w) * (EMBER_K_CONV_IGEMM_BK / 8u);
+static uint64_t conv_igemm_table_entries(const conv_igemm_shape* shape) {
+  return (uint64_t)conv_igemm_k_tiles(shape) * (EMBER_K_CONV_IGEMM_BK / 8u);
 }
 
-/* Fills conv op's tap table (kernel_params.h, ember_k_conv_igemm_params): per 8 of
- * K = (kh, kw, c), the element offset of those channels from a window's first pixel in
- * the packed input and the tap's row and column offsets; past the last, the marker that
- * reads zeros. */
-static void fill_conv_igemm_table(const ember_plan* plan, const ember_op_desc* op, int32_t* out) {
-  const ember_tensor_desc* x = ember_plan_op_input_tensor(plan, op, 0);
-  const ember_tensor_desc* w = ember_plan_op_input_tensor(plan, op, 1);
-  const int64_t dil_h = ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_DILATION_H);
-  const int64_t dil_w = ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_DILATION_W);
-  const int64_t cp = conv_packed_channels(x->dims[1]), kw = w->dims[3], wd = x->dims[3];
-  const int64_t k_taps = conv_igemm_k_taps(w);
-  const uint64_t entries = conv_igemm_table_entries(w);
+/* Fills a conv's tap table (kernel_params.h, ember_k_conv_igemm_params) for its shape:
+ * per 8 of K = (kh, kw, c), the element offset of those channels from a window's first
+ * pixel in the packed input and the tap's row and column offsets; past the last, the
+ * marker that reads zeros. */
+static void fill_conv_igemm_table(const conv_igemm_shape* shape, int32_t* out) {
+  const int64_t dil_h = shape->dil_h, dil_w = shape->dil_w;
+  const int64_t cp = shape->cp, kw = shape->kw, wd = shape->w;
+  const int64_t k_taps = conv_igemm_k_taps(shape);
+  const uint64_t entries = conv_igemm_table_entries(shape);
   for (uint64_t q = 0; q < entries; ++q) {
     const int64_t k = (int64_t)q * 8;
     if (k >= k_taps) {
@@ -2742,13 +2821,13 @@ static void fill_conv_igemm_table(const ember_plan* plan, const ember_op_desc* o
   }
 }
 
-/* Writes conv op's weights for the implicit GEMM into `out`: [o][kh][kw][cp] (zeros for
- * the padded channels), the bias (or 0) at column k_taps, zeros to k_stride. On the GPU
- * (ember_conv_igemm_weights_2), from its weights and bias among the uploaded constants:
- * the host-side reorder of resnet18's weights took 66-82 ms of init on the H200, a
- * scatter of 2-byte copies. */
+/* Writes conv op's weights for the implicit GEMM in `shape` into `out`: [o][kh][kw][cp]
+ * over the shape's taps and packed channels (zeros where no weight falls), the bias (or
+ * 0) at column k_taps, zeros to k_stride. On the GPU (ember_conv_igemm_weights_3), from
+ * its weights and bias among the uploaded constants: the host-side reorder of resnet18's
+ * weights took 66-82 ms of init on the H200, a scatter of 2-byte copies. */
 static ember_status* launch_conv_igemm_weights(ember_cuda_executor* executor, const ember_op_desc* op,
-                                               uint64_t out) {
+                                               const conv_igemm_shape* shape, uint64_t out) {
   const ember_plan* plan = executor->plan;
   const ember_tensor_desc* w = ember_plan_op_input_tensor(plan, op, 1);
   ember_k_conv_igemm_weights_params p = {0};
@@ -2756,14 +2835,14 @@ static ember_status* launch_conv_igemm_weights(ember_cuda_executor* executor, co
   p.bias = op->num_inputs == 3 ? tensor_address(executor, ember_plan_op_input(plan, op, 2)) : 0;
   p.out = out;
   p.c = (int32_t)w->dims[1];
-  p.taps = (int32_t)(w->dims[2] * w->dims[3]);
-  p.cp = (int32_t)conv_packed_channels(w->dims[1]);
-  p.k_stride = (int32_t)conv_igemm_k_stride(w); /* rows · o within int32: conv_runs_igemm */
+  p.kh = (int32_t)w->dims[2], p.kw = (int32_t)w->dims[3], p.fold = (int32_t)shape->fold;
+  p.cp = (int32_t)shape->cp;
+  p.k_stride = (int32_t)conv_igemm_k_stride(shape); /* rows · o within int32: conv_igemm_fits */
   p.elements = (int64_t)p.k_stride * w->dims[0];
   void* args[] = {&p};
   CU_CHECK(executor,
            executor->driver->cuLaunchKernel(
-               executor->kernels.functions[EMBER_CUDA_KERNEL_CONV_IGEMM_WEIGHTS_2],
+               executor->kernels.functions[EMBER_CUDA_KERNEL_CONV_IGEMM_WEIGHTS_3],
                grid_for_elements(executor, (uint64_t)p.elements), 1, 1, EMBER_K_BLOCK, 1, 1, 0,
                executor->stream, args, NULL),
            "cuLaunchKernel(conv weights)");
@@ -2801,10 +2880,11 @@ static ember_status* prepare_conv_gemms(ember_cuda_executor* executor) {
     if (igemm) {
       const ember_tensor_desc* x = ember_plan_op_input_tensor(plan, &plan->ops[i], 0);
       const ember_tensor_desc* w = ember_plan_op_input_tensor(plan, &plan->ops[i], 1);
-      weight = (uint64_t)(conv_igemm_k_stride(w) * w->dims[0]) * ember_dtype_size(w->dtype);
-      table = conv_igemm_table_entries(w) * 8u;
-      const uint64_t packed = (uint64_t)(x->dims[0] * x->dims[2] * x->dims[3] *
-                                         conv_packed_channels(x->dims[1])) * ember_dtype_size(x->dtype);
+      const conv_igemm_shape shape = executor_conv_shape(executor, &plan->ops[i]);
+      weight = (uint64_t)(conv_igemm_k_stride(&shape) * w->dims[0]) * ember_dtype_size(w->dtype);
+      table = conv_igemm_table_entries(&shape) * 8u;
+      const uint64_t packed =
+          (uint64_t)(shape.n * shape.h * shape.w * shape.cp) * ember_dtype_size(x->dtype);
       if (!executor->channels_last[ember_plan_op_input(plan, &plan->ops[i], 0)] &&
           packed > max_packed) {
         max_packed = packed;
@@ -2847,13 +2927,13 @@ static ember_status* prepare_conv_gemms(ember_cuda_executor* executor) {
     const ember_op_desc* op = &plan->ops[i];
     if (executor->conv_table_offset[i] != UINT64_MAX) {
       const uint64_t table = executor->conv_table_offset[i];
-      const ember_tensor_desc* w = ember_plan_op_input_tensor(plan, op, 1);
-      fill_conv_igemm_table(plan, op, (int32_t*)(void*)(host + table));
+      const conv_igemm_shape shape = executor_conv_shape(executor, op);
+      fill_conv_igemm_table(&shape, (int32_t*)(void*)(host + table));
       result = executor->driver->cuMemcpyHtoDAsync(executor->conv_weights + table, host + table,
-                                                   (size_t)conv_igemm_table_entries(w) * 8u,
+                                                   (size_t)conv_igemm_table_entries(&shape) * 8u,
                                                    executor->stream);
       if (result == CUDA_SUCCESS) {
-        status = launch_conv_igemm_weights(executor, op,
+        status = launch_conv_igemm_weights(executor, op, &shape,
                                            executor->conv_weights + executor->conv_weight_offset[i]);
       }
       continue;
@@ -3083,13 +3163,33 @@ static void add_relu_in_place(ember_cuda_executor* executor, uint32_t op_index, 
   add_ref(executor, step, t, offsetof(ember_k_unary_params, y));
 }
 
-/* Unless conv op i's input is channels last already, a step that packs it so, channels
- * padded to a multiple of 8, into conv_packed; whether it was channels last. */
-static bool add_conv_input_pack(ember_cuda_executor* executor, uint32_t i) {
+/* Unless conv op i's input is channels last already, a step that packs it into
+ * conv_packed as `shape` says: channels last, channels padded to a multiple of 8, or
+ * space-to-depth (fold 2, whose input is never channels last: plan_channels_last);
+ * whether it was channels last. */
+static bool add_conv_input_pack(ember_cuda_executor* executor, uint32_t i,
+                                const conv_igemm_shape* shape) {
   const ember_plan* plan = executor->plan;
-  const uint32_t x_index = ember_plan_op_input(plan, &plan->ops[i], 0);
-  if (executor->channels_last[x_index]) return true;
+  const ember_op_desc* op = &plan->ops[i];
+  const uint32_t x_index = ember_plan_op_input(plan, op, 0);
   const ember_tensor_desc* x = &plan->tensors[x_index];
+  if (shape->fold == 2) {
+    ember_k_space_to_depth_params fold = {0};
+    fold.y = executor->conv_packed; /* not a tensor: never patched */
+    fold.c = (int32_t)x->dims[1], fold.h = (int32_t)x->dims[2], fold.w = (int32_t)x->dims[3];
+    fold.hs = (int32_t)shape->h, fold.ws = (int32_t)shape->w, fold.cp = (int32_t)shape->cp;
+    fold.pad_h = (int32_t)ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_PAD_H);
+    fold.pad_w = (int32_t)ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_PAD_W);
+    /* Within int32: conv_igemm_fits bounds the packed elements, of which these are an 8th. */
+    fold.chunks = (int32_t)(shape->n * shape->h * shape->w * shape->cp / 8);
+    ember_cuda_step* folding =
+        add_kernel_step(executor, i, EMBER_CUDA_KERNEL_SPACE_TO_DEPTH_PACK,
+                        grid_for_elements(executor, (uint64_t)fold.chunks), &fold, sizeof fold);
+    add_ref(executor, folding, x_index, offsetof(ember_k_space_to_depth_params, x));
+    ++executor->conv_packs;
+    return false;
+  }
+  if (executor->channels_last[x_index]) return true;
   ember_k_nhwc_pack_params pack = {0};
   pack.y = executor->conv_packed; /* not a tensor: never patched */
   pack.n = x->dims[0], pack.c = x->dims[1], pack.hw = x->dims[2] * x->dims[3];
@@ -3110,11 +3210,10 @@ static void build_conv2d_igemm(ember_cuda_executor* executor, uint32_t i, uint32
                                bool relu, uint32_t residual) {
   const ember_plan* plan = executor->plan;
   const ember_op_desc* op = &plan->ops[i];
-  const ember_tensor_desc* x = ember_plan_op_input_tensor(plan, op, 0);
-  const ember_tensor_desc* w = ember_plan_op_input_tensor(plan, op, 1);
   const ember_tensor_desc* y = &plan->tensors[y_index];
   const uint32_t x_index = ember_plan_op_input(plan, op, 0);
-  const bool x_channels_last = add_conv_input_pack(executor, i);
+  const conv_igemm_shape shape = executor_conv_shape(executor, op);
+  const bool x_channels_last = add_conv_input_pack(executor, i, &shape);
 
   ember_k_conv_igemm_params p = {0};
   p.x = x_channels_last ? 0 : executor->conv_packed; /* the buffer is not a tensor: never patched */
@@ -3124,16 +3223,14 @@ static void build_conv2d_igemm(ember_cuda_executor* executor, uint32_t i, uint32
                   : 0);
   p.w = executor->conv_weights + executor->conv_weight_offset[i];
   p.table = executor->conv_weights + executor->conv_table_offset[i];
-  p.c = (int32_t)conv_packed_channels(x->dims[1]), p.h = (int32_t)x->dims[2], p.w_in = (int32_t)x->dims[3];
+  p.c = (int32_t)shape.cp, p.h = (int32_t)shape.h, p.w_in = (int32_t)shape.w;
   p.o = (int32_t)y->dims[1], p.oh = (int32_t)y->dims[2], p.ow = (int32_t)y->dims[3];
-  p.stride_h = (int32_t)ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_STRIDE_H);
-  p.stride_w = (int32_t)ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_STRIDE_W);
-  p.pad_h = (int32_t)ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_PAD_H);
-  p.pad_w = (int32_t)ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_PAD_W);
-  p.k_taps = (int32_t)conv_igemm_k_taps(w);
-  p.k_stride = (int32_t)conv_igemm_k_stride(w);
+  p.stride_h = (int32_t)shape.stride_h, p.stride_w = (int32_t)shape.stride_w;
+  p.pad_h = (int32_t)shape.pad_h, p.pad_w = (int32_t)shape.pad_w;
+  p.k_taps = (int32_t)conv_igemm_k_taps(&shape);
+  p.k_stride = (int32_t)conv_igemm_k_stride(&shape);
   p.positions = (int32_t)(y->dims[0] * y->dims[2] * y->dims[3]);
-  p.k_tiles = (int32_t)conv_igemm_k_tiles(w);
+  p.k_tiles = (int32_t)conv_igemm_k_tiles(&shape);
   p.o_tiles = (int32_t)conv_igemm_channel_tiles(y);
   p.relu = relu;
   p.has_residual = residual != EMBER_PLAN_NO_INDEX;
@@ -3152,6 +3249,7 @@ static void build_conv2d_igemm(ember_cuda_executor* executor, uint32_t i, uint32
   add_ref(executor, step, y_index, offsetof(ember_k_conv_igemm_params, y));
   ++executor->conv_igemms;
   if (wgmma) ++executor->conv_wgmmas;
+  if (shape.fold == 2) ++executor->conv_folds;
   if (p.has_residual) ++executor->conv_residuals;
 }
 
@@ -3171,10 +3269,10 @@ static ember_status* build_conv2d_gemm_nhwc(ember_cuda_executor* executor, uint3
   *out_done = false;
   const ember_plan* plan = executor->plan;
   const ember_op_desc* op = &plan->ops[i];
-  const ember_tensor_desc* x = ember_plan_op_input_tensor(plan, op, 0);
   const ember_tensor_desc* w = ember_plan_op_input_tensor(plan, op, 1);
   const ember_tensor_desc* y = &plan->tensors[y_index];
-  const int64_t k_stride = conv_igemm_k_stride(w), channels = y->dims[1];
+  const conv_igemm_shape shape = conv_igemm_shape_of(plan, op, false);
+  const int64_t k_stride = conv_igemm_k_stride(&shape), channels = y->dims[1];
   const int64_t positions = y->dims[0] * y->dims[2] * y->dims[3];
   const uint64_t weights = executor->conv_weights + executor->conv_weight_offset[i];
   /* y and the residual are channels-last intermediates: arena (or relocated) addresses. */
@@ -3204,12 +3302,12 @@ static ember_status* build_conv2d_gemm_nhwc(ember_cuda_executor* executor, uint3
   EMBER_RETURN_IF_ERROR(add_conv_gemm(executor, i, &request, max_workspace, &gemm));
   if (gemm == NULL) return NULL;
 
-  const bool x_channels_last = add_conv_input_pack(executor, i);
-  const int64_t cp = conv_packed_channels(x->dims[1]);
+  const bool x_channels_last = add_conv_input_pack(executor, i, &shape);
+  const int64_t cp = shape.cp;
   ember_k_im2col_nhwc_params p = {0};
   p.x = x_channels_last ? 0 : executor->conv_packed; /* the buffer is not a tensor: never patched */
   p.col = executor->conv_col;
-  p.h = (int32_t)x->dims[2], p.w = (int32_t)x->dims[3], p.c = (int32_t)cp;
+  p.h = (int32_t)shape.h, p.w = (int32_t)shape.w, p.c = (int32_t)cp;
   p.kw = (int32_t)w->dims[3], p.ow = (int32_t)y->dims[3];
   p.image_positions = (int32_t)(y->dims[2] * y->dims[3]);
   p.stride_h = (int32_t)ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_STRIDE_H);
@@ -3218,7 +3316,7 @@ static ember_status* build_conv2d_gemm_nhwc(ember_cuda_executor* executor, uint3
   p.pad_w = (int32_t)ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_PAD_W);
   p.dilation_h = (int32_t)ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_DILATION_H);
   p.dilation_w = (int32_t)ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_DILATION_W);
-  p.tap_vectors = (int32_t)(conv_igemm_k_taps(w) / 8);
+  p.tap_vectors = (int32_t)(conv_igemm_k_taps(&shape) / 8);
   p.row_vectors = (int32_t)(k_stride / 8);
   p.vectors = (int32_t)(positions * (k_stride / 8)); /* conv_nhwc_col_bytes checked int32 */
   p.one_bits = y->dtype == EMBER_DTYPE_BFLOAT16 ? 0x3f80u : 0x3c00u;
@@ -4014,7 +4112,8 @@ static bool executor_needs_cublaslt(const ember_cuda_executor* executor, const u
         (op->opcode == EMBER_OP_LINEAR && !linear_takes_gemv(plan, op) && !own_gemm) ||
         (op->opcode == EMBER_OP_SDPA && !sdpa_takes_flash(plan, op, &shape) &&
          sdpa_gemm_sizes(plan, op, &a, &b)) ||
-        (op->opcode == EMBER_OP_CONV2D && !conv_runs_igemm(plan, op, EMBER_CUDA_CONV_IGEMM_MIN_TILES) &&
+        (op->opcode == EMBER_OP_CONV2D && !executor_conv_folds(executor, op) &&
+         !conv_runs_igemm(plan, op, EMBER_CUDA_CONV_IGEMM_MIN_TILES) &&
          conv_gemm_sizes(plan, op, &a, &b, &c));
     if (needs) {
       *out_op = i;
@@ -4325,6 +4424,7 @@ void ember_cuda_executor_get_info(const ember_executor* base,
   out_info->relocated_tensors = executor->relocations;
   out_info->conv_igemms = executor->conv_igemms;
   out_info->conv_wgmmas = executor->conv_wgmmas;
+  out_info->conv_folds = executor->conv_folds;
   out_info->conv_packs = executor->conv_packs;
   out_info->conv_gemms_nhwc = executor->conv_gemms_nhwc;
   out_info->norm_adds = executor->norm_adds;

@@ -45,6 +45,8 @@ typedef struct ember_cuda_executor_info {
                                     at a time when their col would not stay in L2) */
   uint32_t conv_igemms;          /* CONV2D ops run as the implicit-GEMM tensor-core kernel */
   uint32_t conv_wgmmas;          /* of those, on its wgmma (Hopper) variant */
+  uint32_t conv_folds;           /* of those, reading their input packed space-to-depth (a
+                                    stride-2 conv of at most 4 channels: resnet's stem) */
   bool conv_wgmma;               /* this executor takes that variant (compute capability 9.0,
                                     EMBER_CUDA_WGMMA not 0) */
   uint32_t fused_residuals;      /* ADDs of a conv's output and a residual done by that kernel */

@@ -323,7 +323,8 @@ typedef struct ember_k_im2col_params {
 /* ember_conv_igemm_<f16|bf16>: CONV2D of groups 1 as an implicit GEMM on tensor cores
  * (conv_igemm.cu): D[o, p] = sum_k W[o, k] * X[k, p] over output positions
  * p = (image, oh, ow) and k = (kh, kw, c). x is the conv's input packed by
- * ember_nhwc_pack_2 ([N, H, W, c], c the channels padded to a multiple of 8). w holds
+ * ember_nhwc_pack_2 ([N, H, W, c], c the channels padded to a multiple of 8), or by
+ * ember_space_to_depth_pack (then the conv's stride is 1 and its padding 0). w holds
  * the weights reordered to [o][kh][kw][c] (zeros for the padded channels), the bias at
  * column k_taps = KH·KW·c, zeros to k_stride (a multiple of 8). table has
  * k_tiles · BK / 8 int2 entries, one per 8 consecutive k: the element offset of those 8
@@ -379,16 +380,39 @@ typedef struct ember_k_nhwc_pack_params {
   int64_t n, c, hw, cp;
 } ember_k_nhwc_pack_params;
 
-/* ember_conv_igemm_weights_2: a conv's weights w [o][c][taps] (2-byte elements, taps =
- * kh · kw) and bias [o] (0: none) -> out [o][k_stride], the implicit GEMM's layout: row o
- * holds k = tap · cp + channel (channels c..cp-1 zero), then at taps · cp the bias (or
- * 0), then zeros. elements = o · k_stride, within int32 (the host checks). */
+/* ember_space_to_depth_pack: the input of a stride-2 conv of few channels (resnet's stem)
+ * for the implicit GEMM, folded space-to-depth. x [n, c, h, w] of 2-byte elements -> y
+ * [n, hs, ws, cp]: pixel (u, v) holds, at channel (b·2 + b')·c + ch, x[ch][2u + b - pad_h]
+ * [2v + b' - pad_w] (zero outside x), and zeros from 4·c to cp. The stride-2 conv of
+ * kernel kh x kw is then a stride-1 conv of ceil(kh/2) x ceil(kw/2) taps and no padding
+ * over y, whose taps read cp channels, 16 or 32 bytes a pixel, where the plain pack reads
+ * 8 channels for each of kh·kw taps (cuda_executor.c conv_space_to_depth). cp a multiple
+ * of 8 and at least 4·c; y 16-byte aligned; chunks = n·hs·ws·cp/8 and x's elements within
+ * int32 (the host checks). */
+typedef struct ember_k_space_to_depth_params {
+  uint64_t x;
+  uint64_t y;
+  int32_t c, h, w, hs;
+  int32_t ws, pad_h, pad_w, cp;
+  int32_t chunks;
+  int32_t reserved;
+} ember_k_space_to_depth_params;
+
+/* ember_conv_igemm_weights_3: a conv's weights w [o][c][kh][kw] (2-byte elements) and
+ * bias [o] (0: none) -> out [o][k_stride], the implicit GEMM's layout: row o holds
+ * k = tap · cp + channel over the taps of the folded kernel, ceil(kh/fold) x
+ * ceil(kw/fold), then at taps · cp the bias (or 0), then zeros. fold 1: the taps are
+ * the kernel's and channel ch is x's (channels c..cp-1 zero). fold 2 (the input packed
+ * by ember_space_to_depth_pack): tap (a, a') and channel (b·2 + b')·c + ch hold
+ * w[ch][2a + b][2a' + b'], zero past the kernel's edge and from 4·c on. elements =
+ * o · k_stride, within int32 (the host checks). */
 typedef struct ember_k_conv_igemm_weights_params {
   uint64_t w;
   uint64_t bias;
   uint64_t out;
   int64_t elements;
-  int32_t c, taps, cp, k_stride;
+  int32_t c, kh, kw, fold;
+  int32_t cp, k_stride;
 } ember_k_conv_igemm_weights_params;
 
 /* ember_im2col_nhwc_2: the im2col of a conv whose output is channels last and whose
@@ -599,8 +623,10 @@ EMBER_K_STATIC_ASSERT(sizeof(ember_k_im2col_params) == 16 + 15 * 8 + 8 + 2 * 4 *
 EMBER_K_STATIC_ASSERT(sizeof(ember_k_conv_igemm_params) == 5 * 8 + 18 * 4 + 4 * 4,
                       "conv igemm params layout");
 EMBER_K_STATIC_ASSERT(sizeof(ember_k_nhwc_pack_params) == 48, "nhwc pack params layout");
-EMBER_K_STATIC_ASSERT(sizeof(ember_k_conv_igemm_weights_params) == 4 * 8 + 4 * 4,
+EMBER_K_STATIC_ASSERT(sizeof(ember_k_conv_igemm_weights_params) == 4 * 8 + 6 * 4,
                       "conv igemm weights params layout");
+EMBER_K_STATIC_ASSERT(sizeof(ember_k_space_to_depth_params) == 2 * 8 + 10 * 4,
+                      "space to depth params layout");
 EMBER_K_STATIC_ASSERT(sizeof(ember_k_im2col_nhwc_params) == 16 + 16 * 4 + 2 * 4 * 5,
                       "im2col nhwc params layout");
 EMBER_K_STATIC_ASSERT(sizeof(ember_k_pool2d_params) == 16 + 14 * 8 + 16 + 4 * 4,

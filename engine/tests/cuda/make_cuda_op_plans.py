@@ -632,10 +632,16 @@ def issue5_cases():
     # that end inside a tile, a second channel tile that is mostly empty (136 channels),
     # channels padded from 20 to 24, dilation with a rectangular kernel, a strided 1x1
     # (resnet's downsample); and a stem of 3 channels, which padding to 8 would more than
-    # double: it stays on im2col + GEMM.
+    # double: on the wgmma kernel it reads its input folded space-to-depth (16 taps of 16
+    # channels), elsewhere it stays on im2col + GEMM. The fold cases: 1 and 4 channels, a
+    # kernel of even size (no tap of the folded kernel past its edge), a rectangular one
+    # with uneven padding and a second, mostly empty, half of the channel tile.
     igemm_convs = [("3x3", [2, 8, 96, 96], 8, 3, 3, (1, 1), (1, 1), (1, 1), True),
                    ("o136_stride2", [4, 8, 90, 90], 136, 3, 3, (2, 2), (1, 1), (1, 1), True),
                    ("stem", [3, 3, 160, 160], 8, 7, 7, (2, 2), (3, 3), (1, 1), False),
+                   ("fold_c1_k5", [2, 1, 130, 130], 16, 5, 5, (2, 2), (2, 2), (1, 1), True),
+                   ("fold_c4_k4", [2, 4, 131, 131], 8, 4, 4, (2, 2), (0, 0), (1, 1), False),
+                   ("fold_rect", [1, 3, 256, 200], 72, 7, 5, (2, 2), (3, 1), (1, 1), True),
                    ("dil_rect", [2, 20, 100, 90], 8, 3, 5, (1, 1), (2, 2), (2, 1), True),
                    ("1x1_stride2", [8, 16, 96, 96], 16, 1, 1, (2, 2), (0, 0), (1, 1), False),
                    # 96 tiles: enough for the wgmma kernel (64), too few for the mma.sync
@@ -652,6 +658,14 @@ def issue5_cases():
             p.op(pw.Op.CONV2D, ins, p.out([x_shape[0], o, oh, ow]),
                  [stride[0], stride[1], pad[0], pad[1], dil[0], dil[1], 1])
         yield f"conv2d_igemm_{name}", -1.0, 1.0, build
+
+    # resnet's stem with its RELU (on a smaller image): folded, the RELU in the epilogue.
+    def build_igemm_fold_relu(p):
+        c = p.op(pw.Op.CONV2D, [p.input([2, 3, 130, 130]), p.const([16, 3, 7, 7], 0.3),
+                                p.const([16], 0.2)],
+                 p.tmp([2, 16, 65, 65]), [2, 2, 3, 3, 1, 1, 1])
+        p.op(pw.Op.RELU, [c], p.out([2, 16, 65, 65]))
+    yield "conv2d_igemm_fold_relu", -1.0, 1.0, build_igemm_fold_relu
 
     # A resnet block on that kernel: conv, RELU, conv, ADD of the block's input, RELU; the
     # second conv takes the ADD and the RELU into its epilogue.

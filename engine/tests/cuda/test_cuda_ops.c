@@ -319,7 +319,12 @@ static const struct {
 } kIgemm[] = {
     {"conv2d_igemm_3x3_", 1, 0, 0, 0, 1, 0, false, 0},
     {"conv2d_igemm_o136_stride2_", 1, 0, 0, 0, 1, 0, false, 0},
-    {"conv2d_igemm_stem_", 0, 1, 0, 0, 0, 0, false, 0},
+    /* Folded space-to-depth on the wgmma kernel (conv_folds below), else im2col + GEMM. */
+    {"conv2d_igemm_stem_", 1, 0, 0, 0, 1, 0, true, 0},
+    {"conv2d_igemm_fold_c1_k5_", 1, 0, 0, 0, 1, 0, true, 0},
+    {"conv2d_igemm_fold_c4_k4_", 1, 0, 0, 0, 1, 0, true, 0},
+    {"conv2d_igemm_fold_rect_", 1, 0, 0, 0, 1, 0, true, 0},
+    {"conv2d_igemm_fold_relu_", 1, 0, 0, 1, 1, 0, true, 0},
     {"conv2d_igemm_dil_rect_", 1, 0, 0, 0, 1, 0, false, 0},
     {"conv2d_igemm_1x1_stride2_", 1, 0, 0, 0, 1, 0, false, 0},
     /* The inner RELU's output is read only by the second conv. */
@@ -446,6 +451,7 @@ static void run_op_case(const char* dir, const char* name, double low, double hi
   g_totals.gemm_wgmma = g_totals.gemm_wgmma || info.gemm_wgmma;
   g_totals.conv_igemms += info.conv_igemms;
   g_totals.conv_wgmmas += info.conv_wgmmas;
+  g_totals.conv_folds += info.conv_folds;
   g_totals.conv_wgmma = g_totals.conv_wgmma || info.conv_wgmma;
   g_totals.fused_residuals += info.fused_residuals;
   g_totals.gemv_kernels += info.gemv_kernels;
@@ -505,6 +511,17 @@ static void run_op_case(const char* dir, const char* name, double low, double hi
              info.norm_adds, kNormAdd[c].norm_adds);
       break;
     }
+  }
+  {
+    /* The convs that read their input folded space-to-depth: the stem cases on the wgmma
+     * kernel, in float16 and bfloat16. Every other case is a control: more channels
+     * (o136_stride2), stride 1 (3x3), too few tiles (im2col_stem), float32. */
+    const bool fold_case = strncmp(name, "conv2d_igemm_stem_", 18) == 0 ||
+                           strncmp(name, "conv2d_igemm_fold_", 18) == 0;
+    const uint32_t expected = fold_case && info.conv_wgmma && !ends_with(name, "_f32") ? 1u : 0u;
+    EXPECT(info.conv_folds == expected,
+           "%s: %u CONV2D read their input space-to-depth, expected %u", name, info.conv_folds,
+           expected);
   }
   for (size_t c = 0; c < sizeof kIgemm / sizeof kIgemm[0]; ++c) {
     if (strncmp(name, kIgemm[c].prefix, strlen(kIgemm[c].prefix)) != 0) continue;
@@ -1129,14 +1146,14 @@ int main(int argc, char** argv) {
          g_worst_nmse[EMBER_DTYPE_FLOAT16], g_worst_nmse[EMBER_DTYPE_BFLOAT16]);
   printf("op cases: %u steps, %u GEMMs, %u biases fused into cuBLASLt epilogues, %u "
          "activations fused (cuBLASLt or gemv), %u bias_act kernels, %u CONV2D as im2col + "
-         "GEMM (%u of them channels last), %u as implicit GEMM (%u of them on wgmma, which this GPU %s; %u residuals "
-         "fused), %u ADDs done by a LAYER_NORM, %u LINEAR as gemv, %u LINEAR + activation on "
+         "GEMM (%u of them channels last), %u as implicit GEMM (%u of them on wgmma, which this GPU %s; %u "
+         "of them space-to-depth; %u residuals fused), %u ADDs done by a LAYER_NORM, %u LINEAR as gemv, %u LINEAR + activation on "
          "gemm_wgmma (which this GPU %s), %u SDPA on the flash kernel (%u layout copies folded)\n",
          g_totals.steps, g_totals.gemms, g_totals.fused_biases, g_totals.fused_activations,
          g_totals.bias_act_kernels, g_totals.conv_gemms, g_totals.conv_gemms_nhwc,
          g_totals.conv_igemms,
          g_totals.conv_wgmmas, g_totals.conv_wgmma ? "takes" : "does not take",
-         g_totals.fused_residuals, g_totals.norm_adds, g_totals.gemv_kernels,
+         g_totals.conv_folds, g_totals.fused_residuals, g_totals.norm_adds, g_totals.gemv_kernels,
          g_totals.gemm_wgmmas, g_totals.gemm_wgmma ? "has" : "does not have", g_totals.sdpa_flash,
          g_totals.folded_layout_ops);
 

@@ -8,7 +8,10 @@
  * time at batch 64); each block gathers its tiles of X from the packed input with 16-byte
  * cp.async copies (zero-filled where the window leaves the image) while the tensor cores
  * work on earlier ones. W's layout is written once, at prepare, by
- * ember_conv_igemm_weights_2 from the conv's weights among the uploaded constants.
+ * ember_conv_igemm_weights_3 from the conv's weights among the uploaded constants. A
+ * stride-2 conv of at most 4 channels (resnet's stem) reads its input from
+ * ember_space_to_depth_pack instead, as a stride-1 conv of about a quarter of the taps
+ * (kernel_params.h ember_k_space_to_depth_params).
  *
  * A block of 256 threads computes a [BM, BN] tile of D (BM 64 or 128 channels, BN 128
  * positions) with mma.sync m16n8k16 and float32 accumulation; its 8 warps are 2
@@ -216,18 +219,49 @@ __device__ __forceinline__ void conv_igemm_weights(const ember_k_conv_igemm_weig
   const uint16_t* w = reinterpret_cast<const uint16_t*>(p.w);
   const uint16_t* bias = reinterpret_cast<const uint16_t*>(p.bias);
   uint16_t* out = reinterpret_cast<uint16_t*>(p.out);
-  const uint32_t k_stride = (uint32_t)p.k_stride, cp = (uint32_t)p.cp, taps = (uint32_t)p.taps;
-  const uint32_t c_count = (uint32_t)p.c, k_taps = taps * cp;
+  const uint32_t k_stride = (uint32_t)p.k_stride, cp = (uint32_t)p.cp, fold = (uint32_t)p.fold;
+  const uint32_t c_count = (uint32_t)p.c, kh = (uint32_t)p.kh, kw = (uint32_t)p.kw;
+  const uint32_t taps_w = (kw + fold - 1u) / fold; /* the folded kernel's columns */
+  const uint32_t k_taps = (kh + fold - 1u) / fold * taps_w * cp;
   for (uint32_t i = global_thread32(); i < (uint32_t)p.elements; i += global_stride32()) {
     const uint32_t o = i / k_stride, k = i - o * k_stride;
     uint16_t v = 0;
     if (k < k_taps) {
-      const uint32_t t = k / cp, c = k - t * cp;
-      if (c < c_count) v = w[(o * c_count + c) * taps + t];
+      const uint32_t t = k / cp, channel = k - t * cp;
+      const uint32_t phase = channel / c_count, c = channel - phase * c_count; /* (b, b'), ch */
+      const uint32_t r = t / taps_w * fold + phase / fold, s = t % taps_w * fold + phase % fold;
+      if (phase < fold * fold && r < kh && s < kw) v = w[((o * c_count + c) * kh + r) * kw + s];
     } else if (k == k_taps && bias != nullptr) {
       v = bias[o];
     }
     out[i] = v;
+  }
+}
+
+/* y = x folded space-to-depth (kernel_params.h ember_k_space_to_depth_params): a thread
+ * per 16 bytes of y, consecutive threads along a pixel's channels, then along a row, so
+ * the stores are contiguous and a warp's loads of one (ch, b, b') read neighbouring
+ * columns of one row of x. */
+__device__ __forceinline__ void space_to_depth(const ember_k_space_to_depth_params& p) {
+  const uint16_t* x = reinterpret_cast<const uint16_t*>(p.x);
+  uint4* y = reinterpret_cast<uint4*>(p.y);
+  const uint32_t per_pixel = (uint32_t)p.cp / 8u, c_count = (uint32_t)p.c;
+  const uint32_t hs = (uint32_t)p.hs, ws = (uint32_t)p.ws, h = (uint32_t)p.h, w = (uint32_t)p.w;
+  for (uint32_t i = global_thread32(); i < (uint32_t)p.chunks; i += global_stride32()) {
+    const uint32_t chunk = i % per_pixel, pixel = i / per_pixel;
+    const uint32_t v = pixel % ws, rows = pixel / ws, u = rows % hs, n = rows / hs;
+    uint32_t bits[8];
+#pragma unroll
+    for (uint32_t e = 0; e < 8u; ++e) {
+      const uint32_t channel = chunk * 8u + e, phase = channel / c_count;
+      const uint32_t c = channel - phase * c_count;
+      /* Unsigned: a row or column above or left of x wraps past its end. */
+      const uint32_t r = 2u * u + phase / 2u - (uint32_t)p.pad_h;
+      const uint32_t s = 2u * v + phase % 2u - (uint32_t)p.pad_w;
+      bits[e] = phase < 4u && r < h && s < w ? x[((n * c_count + c) * h + r) * w + s] : 0u;
+    }
+    y[i] = make_uint4(bits[0] | bits[1] << 16, bits[2] | bits[3] << 16, bits[4] | bits[5] << 16,
+                      bits[6] | bits[7] << 16);
   }
 }
 
@@ -286,8 +320,13 @@ extern "C" __global__ void __launch_bounds__(EMBER_K_BLOCK)
 }
 
 extern "C" __global__ void __launch_bounds__(EMBER_K_BLOCK)
-    ember_conv_igemm_weights_2(const ember_k_conv_igemm_weights_params p) {
+    ember_conv_igemm_weights_3(const ember_k_conv_igemm_weights_params p) {
   ember::conv_igemm_weights(p);
+}
+
+extern "C" __global__ void __launch_bounds__(EMBER_K_BLOCK)
+    ember_space_to_depth_pack(const ember_k_space_to_depth_params p) {
+  ember::space_to_depth(p);
 }
 
 extern "C" __global__ void __launch_bounds__(EMBER_K_BLOCK)
