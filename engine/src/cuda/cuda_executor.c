@@ -3719,11 +3719,43 @@ static bool same_gemm_problem(const ember_cuda_gemm* a, const ember_cuda_gemm* b
          memcmp(a->candidates, b->candidates, a->num_candidates * sizeof a->candidates[0]) == 0;
 }
 
+/* Search rounds and runs a round: each candidate's time is its best round of that many
+ * runs, the rounds visiting the candidates in turn. */
+#define EMBER_CUDA_GEMM_SEARCH_ROUNDS 3
+#define EMBER_CUDA_GEMM_SEARCH_RUNS 3
+
+/* Times GEMM step s's usable candidates (usable[c]) for one round: fills ms[c] with the
+ * lower of its earlier rounds and this one. */
+static ember_status* time_gemm_candidates(ember_cuda_executor* executor, ember_cuda_step* step,
+                                          uint32_t searched, const bool* usable, CUevent* events,
+                                          float* ms) {
+  const ember_cuda_driver* driver = executor->driver;
+  ember_cuda_gemm* gemm = &executor->gemms[step->gemm];
+  for (uint32_t c = 0; c < searched; ++c) {
+    if (!usable[c]) continue;
+    ember_cuda_gemm_choose(gemm, c);
+    CUresult result = driver->cuEventRecord(events[0], executor->stream);
+    for (int run = 0; run < EMBER_CUDA_GEMM_SEARCH_RUNS && result == CUDA_SUCCESS; ++run) {
+      EMBER_RETURN_IF_ERROR(enqueue_gemm_step(executor, step));
+    }
+    if (result == CUDA_SUCCESS) result = driver->cuEventRecord(events[1], executor->stream);
+    if (result == CUDA_SUCCESS) result = driver->cuEventSynchronize(events[1]);
+    float round_ms = 0.0f;
+    if (result == CUDA_SUCCESS) result = driver->cuEventElapsedTime(&round_ms, events[0], events[1]);
+    if (result != CUDA_SUCCESS) return ember_cuda_status(driver, result, "timing a GEMM algorithm");
+    if (ms[c] < 0.0f || round_ms < ms[c]) ms[c] = round_ms;
+  }
+  return NULL;
+}
+
 /* Times the first EMBER_CUDA_GEMM_TIMED_CANDIDATES candidate algorithms of each GEMM step
- * on its real operands (one warm-up run, then three timed) and keeps the fastest: the
- * heuristic's first choice is a guess, and for small or oddly shaped products often not
- * the fastest. A candidate that fails to launch is skipped; a GEMM that poses a problem
- * already timed takes its choice. Runs at prepare, before the warm-up run. */
+ * on its real operands and keeps the fastest: the heuristic's first choice is a guess,
+ * and for small or oddly shaped products often not the fastest. Each candidate runs once
+ * to warm up, then EMBER_CUDA_GEMM_SEARCH_ROUNDS rounds time every candidate in turn,
+ * and a candidate's best round counts, so that a stall or a clock change during one
+ * candidate's turn does not decide (one batch of three runs each, in order, was what the
+ * search timed before). A candidate that fails to launch is skipped; a GEMM that poses a
+ * problem already timed takes its choice. Runs at prepare, before the warm-up run. */
 static ember_status* choose_gemm_algorithms(ember_cuda_executor* executor) {
   const ember_cuda_driver* driver = executor->driver;
   CUevent events[2] = {NULL, NULL};
@@ -3741,7 +3773,6 @@ static ember_status* choose_gemm_algorithms(ember_cuda_executor* executor) {
     ember_cuda_gemm* gemm = &executor->gemms[step->gemm];
     if (gemm->num_candidates < 2) continue;
     uint32_t best = 0;
-    float best_ms = -1.0f;
     bool timed = false;
     for (uint32_t t = 0; t < s && !timed; ++t) {
       const ember_cuda_step* earlier = &executor->steps[t];
@@ -3752,29 +3783,21 @@ static ember_status* choose_gemm_algorithms(ember_cuda_executor* executor) {
     const uint32_t searched = gemm->num_candidates < EMBER_CUDA_GEMM_TIMED_CANDIDATES
                                   ? gemm->num_candidates
                                   : EMBER_CUDA_GEMM_TIMED_CANDIDATES;
-    for (uint32_t c = 0; c < searched && status == NULL && !timed; ++c) {
+    bool usable[EMBER_CUDA_GEMM_TIMED_CANDIDATES] = {false};
+    float ms[EMBER_CUDA_GEMM_TIMED_CANDIDATES];
+    for (uint32_t c = 0; c < searched && !timed; ++c) {
       ++executor->gemm_candidates_timed;
+      ms[c] = -1.0f;
       ember_cuda_gemm_choose(gemm, c);
-      ember_status* failed = enqueue_gemm_step(executor, step);
-      if (failed != NULL) {
-        ember_status_free(failed);
-        continue;
-      }
-      CUresult result = driver->cuEventRecord(events[0], executor->stream);
-      for (int run = 0; run < 3 && status == NULL && result == CUDA_SUCCESS; ++run) {
-        status = enqueue_gemm_step(executor, step);
-      }
-      if (result == CUDA_SUCCESS) result = driver->cuEventRecord(events[1], executor->stream);
-      if (result == CUDA_SUCCESS) result = driver->cuEventSynchronize(events[1]);
-      float ms = 0.0f;
-      if (result == CUDA_SUCCESS) result = driver->cuEventElapsedTime(&ms, events[0], events[1]);
-      if (status == NULL && result != CUDA_SUCCESS) {
-        status = ember_cuda_status(driver, result, "timing a GEMM algorithm");
-      }
-      if (status == NULL && (best_ms < 0.0f || ms < best_ms)) {
-        best_ms = ms;
-        best = c;
-      }
+      ember_status* failed = enqueue_gemm_step(executor, step); /* the warm-up run */
+      usable[c] = failed == NULL;
+      ember_status_free(failed);
+    }
+    for (int round = 0; round < EMBER_CUDA_GEMM_SEARCH_ROUNDS && !timed && status == NULL; ++round) {
+      status = time_gemm_candidates(executor, step, searched, usable, events, ms);
+    }
+    for (uint32_t c = 0; c < searched && !timed; ++c) {
+      if (usable[c] && ms[c] >= 0.0f && (!usable[best] || ms[best] < 0.0f || ms[c] < ms[best])) best = c;
     }
     ember_cuda_gemm_choose(gemm, best);
     status = ember_cuda_annotate(status, "op %" PRIu32, step->op_index);
