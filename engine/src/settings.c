@@ -27,6 +27,7 @@ static void settings_read(void) {
   settings.cuda_wgmma = true;
   settings.cuda_conv_nhwc_gemm = true;
   settings.cuda_conv_fold = true;
+  settings.cuda_conv_halo = true;
   const char* executor = getenv("EMBER_EXECUTOR");
   if (executor != NULL && executor[0] != '\0') {
     if (strcmp(executor, "cpu") == 0) {
@@ -49,6 +50,7 @@ static void settings_read(void) {
   read_flag("EMBER_CUDA_GEMM_WGMMA", &settings.cuda_gemm_wgmma);
   read_flag("EMBER_CUDA_CONV_NHWC_GEMM", &settings.cuda_conv_nhwc_gemm);
   read_flag("EMBER_CUDA_CONV_FOLD", &settings.cuda_conv_fold);
+  read_flag("EMBER_CUDA_CONV_HALO", &settings.cuda_conv_halo);
   read_flag("EMBER_CUDA_PROFILE", &settings.cuda_profile);
 }
 

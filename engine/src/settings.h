@@ -47,6 +47,7 @@ typedef struct ember_settings {
   bool cuda_gemm_wgmma;
   bool cuda_conv_nhwc_gemm;
   bool cuda_conv_fold;
+  bool cuda_conv_halo;
   bool cuda_profile;
   /* Non-empty when a variable holds a value that means nothing: the error to report. */
   char invalid_message[160];

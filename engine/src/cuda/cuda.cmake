@@ -71,8 +71,8 @@ endif()
 
 # One module per .cu file; the names must match EMBER_CUDA_FATBINS in cuda_kernels.c.
 set(_ember_kernel_names elementwise binary softmax layer_norm layout select_cast embedding reduce
-    attention conv_pool gemv conv_igemm conv_wgmma gemm_wgmma)
-set(_ember_sm90a_kernel_names conv_wgmma gemm_wgmma)
+    attention conv_pool gemv conv_igemm conv_wgmma conv_halo gemm_wgmma)
+set(_ember_sm90a_kernel_names conv_wgmma conv_halo gemm_wgmma)
 set(_ember_kernel_headers "${_ember_kernel_dir}/kernel_common.cuh"
     "${_ember_kernel_dir}/tensor_core.cuh"
     "${_ember_kernel_dir}/conv_igemm_tile.cuh"

@@ -36,6 +36,13 @@ typedef struct ember_cuda_ref {
 
 enum { GEMM_A = 0, GEMM_B = 1, GEMM_BIAS = 2, GEMM_D = 3, GEMM_C = 4 };
 
+/* Which tensor maps a kernel step's parameters hold (patch_kernel_params encodes them). */
+typedef enum step_tensor_maps {
+  TENSOR_MAPS_NONE = 0,
+  TENSOR_MAPS_GEMM_WGMMA = 1, /* ember_k_gemm_wgmma_params */
+  TENSOR_MAPS_CONV_HALO = 2,  /* ember_k_conv_halo_params */
+} step_tensor_maps;
+
 typedef struct ember_cuda_step {
   bool is_gemm;
   uint32_t op_index;
@@ -56,9 +63,9 @@ typedef struct ember_cuda_step {
   /* Whether a ref is an input or output (whose address can change between runs), and
    * the addresses the graph holds for each ref. */
   bool touches_io;
-  /* A gemm_wgmma step: its tensor maps are encoded again whenever its addresses are
-   * patched (they hold x's and w's addresses). */
-  bool encodes_tensor_maps;
+  /* A step whose parameters hold tensor maps (gemm_wgmma, conv_halo): encoded again
+   * whenever its addresses are patched (they hold x's and w's addresses). */
+  step_tensor_maps tensor_maps;
   uint64_t baked[EMBER_CUDA_MAX_REFS];
   CUgraphNode node;
 } ember_cuda_step;
@@ -116,6 +123,7 @@ typedef struct ember_cuda_executor {
   uint32_t conv_igemms;
   uint32_t conv_wgmmas; /* of those, on the wgmma kernel */
   uint32_t conv_folds;  /* of those, reading their input space-to-depth */
+  uint32_t conv_halos;  /* of those, on the halo kernel */
   uint32_t conv_residuals;
   /* Per op: a CONV2D too small for the implicit-GEMM kernel that runs as im2col from
    * channels last + cuBLASLt with its output channels last (plan_channels_last decides,
@@ -273,6 +281,8 @@ static ember_cuda_step* add_kernel_step(ember_cuda_executor* executor, uint32_t 
 
 static ember_status* encode_gemm_wgmma_maps(const ember_cuda_driver* driver,
                                             ember_k_gemm_wgmma_params* p);
+static ember_status* encode_conv_halo_maps(const ember_cuda_driver* driver,
+                                           ember_k_conv_halo_params* p);
 
 /* Writes the current addresses of a kernel step's tensors into its parameter struct (and
  * the tensor maps made from them). */
@@ -283,11 +293,17 @@ static ember_status* patch_kernel_params(const ember_cuda_executor* executor,
         tensor_address(executor, step->refs[r].tensor) + step->refs[r].offset;
     memcpy(step->params + step->refs[r].slot, &address, sizeof address);
   }
-  if (!step->encodes_tensor_maps) return NULL;
-  ember_k_gemm_wgmma_params p;
-  memcpy(&p, step->params, sizeof p);
-  EMBER_RETURN_IF_ERROR(encode_gemm_wgmma_maps(executor->driver, &p));
-  memcpy(step->params, &p, sizeof p);
+  if (step->tensor_maps == TENSOR_MAPS_GEMM_WGMMA) {
+    ember_k_gemm_wgmma_params p;
+    memcpy(&p, step->params, sizeof p);
+    EMBER_RETURN_IF_ERROR(encode_gemm_wgmma_maps(executor->driver, &p));
+    memcpy(step->params, &p, sizeof p);
+  } else if (step->tensor_maps == TENSOR_MAPS_CONV_HALO) {
+    ember_k_conv_halo_params p;
+    memcpy(&p, step->params, sizeof p);
+    EMBER_RETURN_IF_ERROR(encode_conv_halo_maps(executor->driver, &p));
+    memcpy(step->params, &p, sizeof p);
+  }
   return NULL;
 }
 
@@ -1035,20 +1051,21 @@ static bool linear_takes_gemm_wgmma(const ember_cuda_executor* executor, const e
   return tiles >= EMBER_CUDA_GEMM_WGMMA_MIN_TILES && tiles <= INT32_MAX;
 }
 
-/* One 2-D tensor map of `rows` rows of k 2-byte elements at `address`, boxes of BK x
- * box_rows with the 128-byte swizzle, zeros outside (what gemm_wgmma.cu reads). */
-static ember_status* encode_gemm_wgmma_map(const ember_cuda_driver* driver, uint64_t* out,
-                                           uint64_t address, int64_t rows, int64_t k,
-                                           uint32_t box_rows, const char* what) {
+/* One 2-D tensor map of `rows` rows of k 2-byte elements at `address`, boxes of box_k x
+ * box_rows with `swizzle`, zeros outside (what gemm_wgmma.cu and conv_halo.cu read). */
+static ember_status* encode_tiled_map(const ember_cuda_driver* driver, uint64_t* out,
+                                      uint64_t address, int64_t rows, int64_t k, uint32_t box_k,
+                                      uint32_t box_rows, CUtensorMapSwizzle swizzle,
+                                      const char* what) {
   _Static_assert(sizeof(CUtensorMap) == 16 * sizeof(uint64_t), "a tensor map is 128 bytes");
   CUtensorMap map;
   const cuuint64_t dims[2] = {(cuuint64_t)k, (cuuint64_t)rows};
   const cuuint64_t strides[1] = {(cuuint64_t)k * 2u};
-  const cuuint32_t box[2] = {EMBER_K_GEMM_WGMMA_BK, box_rows};
+  const cuuint32_t box[2] = {box_k, box_rows};
   const cuuint32_t element_strides[2] = {1, 1};
   CUresult result = driver->cuTensorMapEncodeTiled(
       &map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, (void*)(uintptr_t)address, dims, strides, box,
-      element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+      element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
       CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (result != CUDA_SUCCESS) return ember_cuda_status(driver, result, what);
   memcpy(out, &map, sizeof map);
@@ -1057,12 +1074,41 @@ static ember_status* encode_gemm_wgmma_map(const ember_cuda_driver* driver, uint
 
 static ember_status* encode_gemm_wgmma_maps(const ember_cuda_driver* driver,
                                             ember_k_gemm_wgmma_params* p) {
-  EMBER_RETURN_IF_ERROR(encode_gemm_wgmma_map(driver, p->x_map, p->x, p->rows, p->k,
-                                              EMBER_K_GEMM_WGMMA_BM,
-                                              "cuTensorMapEncodeTiled(LINEAR x)"));
-  return encode_gemm_wgmma_map(driver, p->w_map, p->w, p->n, p->k,
-                               EMBER_K_GEMM_WGMMA_BN / EMBER_K_GEMM_WGMMA_CLUSTER,
-                               "cuTensorMapEncodeTiled(LINEAR weight)");
+  EMBER_RETURN_IF_ERROR(encode_tiled_map(driver, p->x_map, p->x, p->rows, p->k,
+                                         EMBER_K_GEMM_WGMMA_BK, EMBER_K_GEMM_WGMMA_BM,
+                                         CU_TENSOR_MAP_SWIZZLE_128B,
+                                         "cuTensorMapEncodeTiled(LINEAR x)"));
+  return encode_tiled_map(driver, p->w_map, p->w, p->n, p->k, EMBER_K_GEMM_WGMMA_BK,
+                          EMBER_K_GEMM_WGMMA_BN / EMBER_K_GEMM_WGMMA_CLUSTER,
+                          CU_TENSOR_MAP_SWIZZLE_128B, "cuTensorMapEncodeTiled(LINEAR weight)");
+}
+
+/* The halo kernel's maps: x [n, h, w, c] channels last, boxes of 64 channels x pitch x
+ * (rows + KH - 1) x 1 image; the implicit GEMM's weights [o][k_stride], boxes of 64 x
+ * 64·groups. Both with the 128-byte swizzle and zeros outside (what conv_halo.cu reads). */
+static ember_status* encode_conv_halo_maps(const ember_cuda_driver* driver,
+                                           ember_k_conv_halo_params* p) {
+  const ember_k_conv_igemm_params* c = &p->conv;
+  const cuuint64_t channels = (cuuint64_t)c->c;
+  const cuuint64_t dims[4] = {channels, (cuuint64_t)c->w_in, (cuuint64_t)c->h,
+                              (cuuint64_t)p->images};
+  const cuuint64_t strides[3] = {channels * 2u, channels * 2u * (cuuint64_t)c->w_in,
+                                 channels * 2u * (cuuint64_t)c->w_in * (cuuint64_t)c->h};
+  const cuuint32_t box[4] = {64, (cuuint32_t)p->pitch,
+                             (cuuint32_t)(p->halo_box_bytes / 128 / p->pitch), 1};
+  const cuuint32_t element_strides[4] = {1, 1, 1, 1};
+  CUtensorMap map;
+  CUresult result = driver->cuTensorMapEncodeTiled(
+      &map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 4, (void*)(uintptr_t)c->x, dims, strides, box,
+      element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (result != CUDA_SUCCESS) {
+    return ember_cuda_status(driver, result, "cuTensorMapEncodeTiled(CONV2D x halo)");
+  }
+  memcpy(p->x_map, &map, sizeof map);
+  return encode_tiled_map(driver, p->w_map, c->w, c->o, c->k_stride, 64,
+                          (uint32_t)(64 * p->groups), CU_TENSOR_MAP_SWIZZLE_128B,
+                          "cuTensorMapEncodeTiled(CONV2D weight)");
 }
 
 /* A step needs `tensor`, when it is a bound input or output, at least `bytes`-aligned: a
@@ -1102,7 +1148,7 @@ static ember_status* add_gemm_wgmma_step(ember_cuda_executor* executor, uint32_t
       (unsigned int)(m_tiles * (uint64_t)p.n_tiles), &p, sizeof p);
   step->block = EMBER_K_GEMM_WGMMA_THREADS;
   step->shared_bytes = EMBER_K_GEMM_WGMMA_SMEM_BYTES;
-  step->encodes_tensor_maps = true;
+  step->tensor_maps = TENSOR_MAPS_GEMM_WGMMA;
   const uint32_t out = ember_plan_op_output(plan, &plan->ops[fused], 0);
   add_ref(executor, step, ember_plan_op_input(plan, op, 0), offsetof(ember_k_gemm_wgmma_params, x));
   add_ref(executor, step, ember_plan_op_input(plan, op, 1), offsetof(ember_k_gemm_wgmma_params, w));
@@ -2762,6 +2808,105 @@ static conv_igemm_shape executor_conv_shape(const ember_cuda_executor* executor,
   return conv_igemm_shape_of(executor->plan, op, executor_conv_folds(executor, op));
 }
 
+/* ---- CONV2D on the halo kernel (conv_halo.cu) ----------------------------------------- */
+
+/* How a CONV2D runs on the halo kernel (kernel_params.h, ember_k_conv_halo_params): wgmma's
+ * N (the kernel: 128 or 224), the strips of `rows` output rows `pitch` positions apart,
+ * the tiles, the rings and the shared memory they take. */
+typedef struct conv_halo_plan {
+  int64_t n, rows, pitch, strips;
+  int64_t strips_per_block, groups, o_tiles, halo_stages, halo_bytes, halo_box_bytes;
+  int64_t w_stages, tiles, shared_bytes;
+} conv_halo_plan;
+
+/* Whether CONV2D op (one the implicit-GEMM kernel takes, read in `shape`) fits the halo
+ * kernel, and how (*out): stride 1 and no dilation over its packed input, packed channels
+ * a multiple of 64 (halo rows of 128 bytes), a pitch and a halo that the tensor copy's
+ * boxes (at most 256 a dimension) and shared memory hold, and at least 80% of the
+ * positions computed kept: the strip width (N 224 or 128, the larger on a tie) that
+ * wastes least; resnet18's 56, 28 and 14-wide convs keep 87.5%, its 7 x 7 ones would keep
+ * 38% (they stay on conv_wgmma). Its stem, read space-to-depth in 16 channels, ran
+ * slower on a form of this kernel with 32-byte halo rows (one K step of 16 a tap) than on
+ * conv_wgmma: 211 against 151 us at batch 64 on the H200. */
+static bool conv_halo_plan_of(const ember_plan* plan, const ember_op_desc* op,
+                              const conv_igemm_shape* shape_in, conv_halo_plan* out) {
+  const ember_tensor_desc* y = ember_plan_op_output_tensor(plan, op, 0);
+  const conv_igemm_shape shape = *shape_in;
+  if (shape.stride_h != 1 || shape.stride_w != 1 || shape.dil_h != 1 || shape.dil_w != 1 ||
+      shape.cp % 64 != 0) {
+    return false;
+  }
+  const int64_t oh = y->dims[2], ow = y->dims[3], channels = y->dims[1];
+  const int64_t pitch = ow + shape.kw - 1; /* the input's width with its padding */
+  if (pitch > 256) return false;
+  conv_halo_plan best = {0};
+  const int64_t widths[2] = {224, 128};
+  for (int k = 0; k < 2; ++k) {
+    const int64_t n = widths[k];
+    if (n < ow) continue;
+    int64_t rows = (n - ow) / pitch + 1;
+    if (rows > oh) rows = oh;
+    if (rows + shape.kh - 1 > 256) continue;
+    const int64_t strips = (oh + rows - 1) / rows;
+    /* Every width keeps oh·ow positions: the one that computes fewest. */
+    if (best.n != 0 && best.strips * best.n <= strips * n) continue;
+    best.n = n, best.rows = rows, best.strips = strips;
+  }
+  if (best.n == 0 || oh * ow * 5 < best.strips * best.n * 4) return false;
+  best.pitch = pitch;
+  best.strips_per_block = channels <= 64 ? 2 : 1;
+  best.groups = 2 / best.strips_per_block;
+  best.o_tiles = (channels + 64 * best.groups - 1) / (64 * best.groups);
+  /* The last kept position's last tap reads halo row n - 1 + (kh - 1)·pitch + kw - 1 at
+   * most; the copy writes (rows + kh - 1)·pitch rows. */
+  const int64_t box_rows = (best.rows + shape.kh - 1) * pitch;
+  int64_t halo_rows = best.n + (shape.kh - 1) * pitch + shape.kw - 1;
+  if (halo_rows < box_rows) halo_rows = box_rows;
+  /* Whole 1024-byte blocks: every halo buffer starts on the swizzle's pattern. */
+  halo_rows = (halo_rows + 7) & ~(int64_t)7;
+  best.halo_bytes = halo_rows * 128;
+  best.halo_box_bytes = box_rows * 128;
+  /* The halo ring, the epilogue's two tiles (n positions of 64 + 8 channels) and as many
+   * weight stages as fit, up to 8 (with 4 and a block a tile, resnet18's 56-wide convs
+   * took 63 us on the H200; with up to 8 and blocks looping over tiles, 57). Two halo
+   * stages, so that the next chunk's or tile's halo lands under this one's MMAs, unless
+   * that leaves fewer than 4 weight stages. */
+  const int64_t w_bytes = best.groups * 64 * 128;
+  for (best.halo_stages = 2;; --best.halo_stages) {
+    const int64_t fixed = best.halo_stages * best.strips_per_block * best.halo_bytes +
+                          2 * best.n * EMBER_K_CONV_HALO_OUT_STRIDE * 2 +
+                          EMBER_K_CONV_HALO_BARRIER_BYTES + 1024;
+    best.w_stages = fixed < EMBER_K_CONV_HALO_MAX_SMEM_BYTES
+                        ? (EMBER_K_CONV_HALO_MAX_SMEM_BYTES - fixed) / w_bytes : 0;
+    if (best.w_stages > EMBER_K_CONV_HALO_MAX_W_STAGES) best.w_stages = EMBER_K_CONV_HALO_MAX_W_STAGES;
+    best.shared_bytes = fixed + best.w_stages * w_bytes;
+    if (best.w_stages >= 4 || best.halo_stages == 1) break;
+  }
+  if (best.w_stages < 2) return false;
+  const int64_t strip_tiles =
+      (shape.n * best.strips + best.strips_per_block - 1) / best.strips_per_block;
+  best.tiles = strip_tiles * best.o_tiles;
+  if (best.tiles > INT32_MAX) return false;
+  *out = best;
+  return true;
+}
+
+/* Whether this executor takes the halo kernel (compute capability 9.0, unless
+ * EMBER_CUDA_WGMMA=0 or EMBER_CUDA_CONV_HALO=0). */
+static bool uses_conv_halo(const ember_cuda_executor* executor) {
+  return executor->kernels.conv_halo && uses_conv_wgmma(executor) &&
+         ember_settings_get()->cuda_conv_halo;
+}
+
+/* Whether CONV2D op runs on the halo kernel on this executor's GPU (and how: *out): one it
+ * runs on the wgmma implicit GEMM that conv_halo_plan_of takes. */
+static bool executor_conv_runs_halo(const ember_cuda_executor* executor, const ember_op_desc* op,
+                                    conv_halo_plan* out) {
+  if (!uses_conv_halo(executor) || !executor_conv_runs_igemm(executor, op)) return false;
+  const conv_igemm_shape shape = executor_conv_shape(executor, op);
+  return conv_halo_plan_of(executor->plan, op, &shape, out);
+}
+
 /* The col of CONV2D op (2-byte elements) on im2col from channels last + GEMM,
  * [N·OH·OW][k_stride]: its bytes, when they are at most EMBER_CUDA_MAX_IM2COL and its
  * 16-byte vectors fit int32 (the kernel's index). */
@@ -3204,10 +3349,11 @@ static bool add_conv_input_pack(ember_cuda_executor* executor, uint32_t i,
   return false;
 }
 
-/* CONV2D op i on the implicit-GEMM kernel, into tensor y_index, with the ReLU and the
- * residual tensor (EMBER_PLAN_NO_INDEX: none) fused into its epilogue. */
-static void build_conv2d_igemm(ember_cuda_executor* executor, uint32_t i, uint32_t y_index,
-                               bool relu, uint32_t residual) {
+/* CONV2D op i on the implicit-GEMM kernel (or the halo kernel, where
+ * executor_conv_runs_halo says), into tensor y_index, with the ReLU and the residual
+ * tensor (EMBER_PLAN_NO_INDEX: none) fused into its epilogue. */
+static ember_status* build_conv2d_igemm(ember_cuda_executor* executor, uint32_t i,
+                                        uint32_t y_index, bool relu, uint32_t residual) {
   const ember_plan* plan = executor->plan;
   const ember_op_desc* op = &plan->ops[i];
   const ember_tensor_desc* y = &plan->tensors[y_index];
@@ -3237,20 +3383,59 @@ static void build_conv2d_igemm(ember_cuda_executor* executor, uint32_t i, uint32
   fast_divisor((uint64_t)(p.oh * p.ow), &p.div_mul[0], &p.div_shift[0]);
   fast_divisor((uint64_t)p.ow, &p.div_mul[1], &p.div_shift[1]);
   const bool wgmma = uses_conv_wgmma(executor);
-  const unsigned int bm = (unsigned int)conv_igemm_bm(p.o);
-  const uint32_t kernel = !wgmma ? EMBER_CUDA_KERNEL_CONV_IGEMM
-                     : bm == 64 ? EMBER_CUDA_KERNEL_CONV_WGMMA_64
-                                : EMBER_CUDA_KERNEL_CONV_WGMMA_128;
-  ember_cuda_step* step = add_kernel_step(executor, i, kernel + ember_cuda_half_index(y->dtype),
-                                          (unsigned int)conv_igemm_tiles(y), &p, sizeof p);
-  step->shared_bytes = wgmma ? EMBER_K_CONV_WGMMA_SMEM_BYTES(bm) : EMBER_K_CONV_IGEMM_SMEM_BYTES(bm);
-  if (x_channels_last) add_ref(executor, step, x_index, offsetof(ember_k_conv_igemm_params, x));
-  if (p.has_residual) add_ref(executor, step, residual, offsetof(ember_k_conv_igemm_params, residual));
-  add_ref(executor, step, y_index, offsetof(ember_k_conv_igemm_params, y));
+  conv_halo_plan halo;
+  const bool on_halo = executor_conv_runs_halo(executor, op, &halo);
+  ember_cuda_step* step;
+  uint32_t base = 0; /* where the conv's parameters sit in the step's */
+  if (on_halo) {
+    ember_k_conv_halo_params hp;
+    memset(&hp, 0, sizeof hp);
+    hp.conv = p;
+    hp.conv.o_tiles = (int32_t)halo.o_tiles;
+    hp.rows = (int32_t)halo.rows, hp.pitch = (int32_t)halo.pitch, hp.strips = (int32_t)halo.strips;
+    hp.images = (int32_t)shape.n;
+    hp.strips_per_block = (int32_t)halo.strips_per_block, hp.groups = (int32_t)halo.groups;
+    hp.chunks = (int32_t)(shape.cp / 64);
+    hp.taps = (int32_t)(shape.kh * shape.kw), hp.kw = (int32_t)shape.kw;
+    hp.halo_stages = (int32_t)halo.halo_stages;
+    hp.halo_bytes = (int32_t)halo.halo_bytes, hp.halo_box_bytes = (int32_t)halo.halo_box_bytes;
+    hp.w_stages = (int32_t)halo.w_stages, hp.tiles = (int32_t)halo.tiles;
+    /* One block an SM (its 384 threads take the whole register file), each looping over
+     * tiles, so that its copies for the next tile run under this one's MMAs and epilogue. */
+    const int64_t grid = halo.tiles < executor->sm_count ? halo.tiles : executor->sm_count;
+    const uint32_t kernel =
+        halo.n == 224 ? EMBER_CUDA_KERNEL_CONV_HALO_224 : EMBER_CUDA_KERNEL_CONV_HALO_128;
+    step = add_kernel_step(executor, i, kernel + ember_cuda_half_index(y->dtype),
+                           (unsigned int)grid, &hp, sizeof hp);
+    step->block = EMBER_K_CONV_HALO_THREADS;
+    step->shared_bytes = (unsigned int)halo.shared_bytes;
+    step->tensor_maps = TENSOR_MAPS_CONV_HALO;
+    base = (uint32_t)offsetof(ember_k_conv_halo_params, conv);
+    ++executor->conv_halos;
+  } else {
+    const unsigned int bm = (unsigned int)conv_igemm_bm(p.o);
+    const uint32_t kernel = !wgmma ? EMBER_CUDA_KERNEL_CONV_IGEMM
+                       : bm == 64 ? EMBER_CUDA_KERNEL_CONV_WGMMA_64
+                                  : EMBER_CUDA_KERNEL_CONV_WGMMA_128;
+    step = add_kernel_step(executor, i, kernel + ember_cuda_half_index(y->dtype),
+                           (unsigned int)conv_igemm_tiles(y), &p, sizeof p);
+    step->shared_bytes = wgmma ? EMBER_K_CONV_WGMMA_SMEM_BYTES(bm) : EMBER_K_CONV_IGEMM_SMEM_BYTES(bm);
+  }
+  if (x_channels_last) {
+    add_ref(executor, step, x_index, base + (uint32_t)offsetof(ember_k_conv_igemm_params, x));
+  }
+  if (p.has_residual) {
+    add_ref(executor, step, residual,
+            base + (uint32_t)offsetof(ember_k_conv_igemm_params, residual));
+  }
+  add_ref(executor, step, y_index, base + (uint32_t)offsetof(ember_k_conv_igemm_params, y));
   ++executor->conv_igemms;
   if (wgmma) ++executor->conv_wgmmas;
   if (shape.fold == 2) ++executor->conv_folds;
   if (p.has_residual) ++executor->conv_residuals;
+  /* The tensor maps are encoded now too, so that one the driver refuses fails in create,
+   * not in a run. */
+  return on_halo ? patch_kernel_params(executor, step) : NULL;
 }
 
 /* CONV2D op i (executor->conv_gemm_nhwc) into y_index, channels last, as cuBLASLt's
@@ -3364,12 +3549,11 @@ static ember_status* build_conv2d(ember_cuda_executor* executor, uint32_t i, uin
     bool done = false;
     EMBER_RETURN_IF_ERROR(
         build_conv2d_gemm_nhwc(executor, i, y, relu_op, residual, max_workspace, &done));
-    if (!done) build_conv2d_igemm(executor, i, y, relu_op != EMBER_PLAN_NO_INDEX, residual);
+    if (!done) return build_conv2d_igemm(executor, i, y, relu_op != EMBER_PLAN_NO_INDEX, residual);
     return NULL;
   }
   if (executor->conv_table_offset[i] != UINT64_MAX) {
-    build_conv2d_igemm(executor, i, y, relu_op != EMBER_PLAN_NO_INDEX, residual);
-    return NULL;
+    return build_conv2d_igemm(executor, i, y, relu_op != EMBER_PLAN_NO_INDEX, residual);
   }
   bool done = false, relu_done = false;
   /* No cuBLASLt: the plan was to run every such conv on the implicit-GEMM kernel, which
@@ -4448,11 +4632,13 @@ void ember_cuda_executor_get_info(const ember_executor* base,
   out_info->conv_igemms = executor->conv_igemms;
   out_info->conv_wgmmas = executor->conv_wgmmas;
   out_info->conv_folds = executor->conv_folds;
+  out_info->conv_halos = executor->conv_halos;
   out_info->conv_packs = executor->conv_packs;
   out_info->conv_gemms_nhwc = executor->conv_gemms_nhwc;
   out_info->norm_adds = executor->norm_adds;
   out_info->channels_last_tensors = executor->channels_last_tensors;
   out_info->conv_wgmma = uses_conv_wgmma(executor);
+  out_info->conv_halo = uses_conv_halo(executor);
   out_info->gemm_wgmmas = executor->gemm_wgmmas;
   out_info->gemm_wgmma = uses_gemm_wgmma(executor);
   out_info->fused_residuals = executor->conv_residuals;
@@ -4470,7 +4656,7 @@ void ember_cuda_executor_get_info(const ember_executor* base,
       ++out_info->gemv_kernels;
       if (executor->fuse_next[step->op_index]) ++out_info->fused_activations;
     }
-    if (step->encodes_tensor_maps) ++out_info->fused_activations; /* gemm_wgmma */
+    if (step->tensor_maps == TENSOR_MAPS_GEMM_WGMMA) ++out_info->fused_activations;
     if (is_binary(op->opcode) && executor->fuse_next[step->op_index]) {
       ++out_info->fused_activations;
     }

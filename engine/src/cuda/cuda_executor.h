@@ -47,6 +47,10 @@ typedef struct ember_cuda_executor_info {
   uint32_t conv_wgmmas;          /* of those, on its wgmma (Hopper) variant */
   uint32_t conv_folds;           /* of those, reading their input packed space-to-depth (a
                                     stride-2 conv of at most 4 channels: resnet's stem) */
+  uint32_t conv_halos;           /* of those, on the halo kernel (stride 1, channels a
+                                    multiple of 64: conv_halo.cu) */
+  bool conv_halo;                /* this executor takes the halo kernel (compute capability 9.0,
+                                    EMBER_CUDA_WGMMA and EMBER_CUDA_CONV_HALO not 0) */
   bool conv_wgmma;               /* this executor takes that variant (compute capability 9.0,
                                     EMBER_CUDA_WGMMA not 0) */
   uint32_t fused_residuals;      /* ADDs of a conv's output and a residual done by that kernel */

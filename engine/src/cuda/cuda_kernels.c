@@ -21,6 +21,7 @@
   X(gemv)                     \
   X(conv_igemm)               \
   X(conv_wgmma)               \
+  X(conv_halo)                \
   X(gemm_wgmma)
 
 #define EMBER_CUDA_FATBIN_DECLARE(name)                 \
@@ -49,7 +50,8 @@ static const struct {
 /* Built for sm_90a alone (cuda.cmake's EMBER_CUDA_SM90A_ARCHS): other GPUs have no code in
  * it, and run what it holds on the other kernels. */
 static bool module_is_optional(int m) {
-  return m == EMBER_CUDA_MODULE_conv_wgmma || m == EMBER_CUDA_MODULE_gemm_wgmma;
+  return m == EMBER_CUDA_MODULE_conv_wgmma || m == EMBER_CUDA_MODULE_conv_halo ||
+         m == EMBER_CUDA_MODULE_gemm_wgmma;
 }
 
 #define PER_DTYPE(id, module, stem)                   \
@@ -104,6 +106,8 @@ static const struct {
     PER_HALF(EMBER_CUDA_KERNEL_CONV_WGMMA_64, conv_wgmma, "ember_conv_wgmma64"),
     PER_HALF(EMBER_CUDA_KERNEL_CONV_WGMMA_128, conv_wgmma, "ember_conv_wgmma128"),
     PER_HALF(EMBER_CUDA_KERNEL_GEMM_WGMMA, gemm_wgmma, "ember_gemm_wgmma"),
+    PER_HALF(EMBER_CUDA_KERNEL_CONV_HALO_128, conv_halo, "ember_conv_halo128"),
+    PER_HALF(EMBER_CUDA_KERNEL_CONV_HALO_224, conv_halo, "ember_conv_halo224"),
 };
 #undef PER_DTYPE
 #undef PER_HALF
@@ -164,6 +168,14 @@ ember_status* ember_cuda_kernels_load(const ember_cuda_driver* driver,
                            EMBER_K_CONV_WGMMA_SMEM_BYTES(64)) &&
       allow_dynamic_shared(driver, out_kernels, EMBER_CUDA_KERNEL_CONV_WGMMA_128, 2,
                            EMBER_K_CONV_WGMMA_SMEM_BYTES(128));
+  /* Each halo conv asks what its rings need (cuda_executor.c conv_halo_plan_of), at most
+   * this. */
+  out_kernels->conv_halo =
+      out_kernels->conv_wgmma && out_kernels->modules[EMBER_CUDA_MODULE_conv_halo] != NULL &&
+      allow_dynamic_shared(driver, out_kernels, EMBER_CUDA_KERNEL_CONV_HALO_128, 2,
+                           EMBER_K_CONV_HALO_MAX_SMEM_BYTES) &&
+      allow_dynamic_shared(driver, out_kernels, EMBER_CUDA_KERNEL_CONV_HALO_224, 2,
+                           EMBER_K_CONV_HALO_MAX_SMEM_BYTES);
   out_kernels->gemm_wgmma =
       status == NULL && out_kernels->modules[EMBER_CUDA_MODULE_gemm_wgmma] != NULL &&
       allow_dynamic_shared(driver, out_kernels, EMBER_CUDA_KERNEL_GEMM_WGMMA, 2,

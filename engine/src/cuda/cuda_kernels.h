@@ -1,7 +1,7 @@
 /* Ember's own CUDA kernels: the fatbins embedded in the library (one per .cu file under
  * kernels/, built by nvcc for sm_80 and sm_90 with compute_90 PTX, turned into C arrays
  * by embed_binary.cmake), loaded as modules, and every entry point looked up by name.
- * The Hopper-only modules (conv_wgmma and gemm_wgmma, sm_90a) are optional: a GPU they
+ * The Hopper-only modules (conv_wgmma, conv_halo and gemm_wgmma, sm_90a) are optional: a GPU they
  * have no code for leaves them unloaded, and their kernels are not used there.
  *
  * A program loads its own modules in prepare (cuModuleLoadData, in its context) and
@@ -50,16 +50,21 @@ typedef enum ember_cuda_kernel_id {
   EMBER_CUDA_KERNEL_GEMM_WGMMA = 65,
   EMBER_CUDA_KERNEL_CONV_IGEMM_WEIGHTS_3 = 67,
   EMBER_CUDA_KERNEL_SPACE_TO_DEPTH_PACK = 68,
-  EMBER_CUDA_KERNEL_COUNT = 69,
+  /* sm_90a only (conv_halo), by strip width (128, 224); + dtype index - 1 */
+  EMBER_CUDA_KERNEL_CONV_HALO_128 = 69,
+  EMBER_CUDA_KERNEL_CONV_HALO_224 = 71,
+  EMBER_CUDA_KERNEL_COUNT = 73,
 } ember_cuda_kernel_id;
 
-#define EMBER_CUDA_MODULE_COUNT 14
+#define EMBER_CUDA_MODULE_COUNT 15
 
 typedef struct ember_cuda_kernels {
   CUmodule modules[EMBER_CUDA_MODULE_COUNT];
   CUfunction functions[EMBER_CUDA_KERNEL_COUNT];
   bool conv_igemm; /* the implicit-GEMM conv kernels got their shared memory */
   bool conv_wgmma; /* their wgmma variant loaded (compute capability 9.0) and got its own */
+  bool conv_halo;  /* the stride-1 halo conv on wgmma and the TMA loaded and got its shared
+                      memory (compute capability 9.0) */
   bool gemm_wgmma; /* the LINEAR + activation kernel on wgmma and the TMA loaded and got its
                       shared memory (compute capability 9.0) */
 } ember_cuda_kernels;

@@ -593,6 +593,48 @@ typedef struct ember_k_gemm_wgmma_params {
   int32_t unused;
 } ember_k_gemm_wgmma_params;
 
+/* ember_conv_halo<n>_<f16|bf16> (conv_halo.cu, sm_90a): a CONV2D of stride 1, dilation 1
+ * and groups 1 over a channels-last input of a multiple of 64 channels, as wgmma products
+ * whose M is the output channels (64 a consumer warpgroup) and whose N is n (128 or 224)
+ * output positions of a strip: `rows` output rows of one image, each `pitch` = OW + KW - 1
+ * positions apart, so that tap (kh, kw) of flat position f reads row f + kh·pitch + kw of
+ * the strip's halo ((rows + KH - 1) x pitch input pixels, loaded once per 64 channels by
+ * one tensor copy, zeros outside x), and positions with ow >= OW are computed and
+ * dropped. `conv` holds the rest as for the implicit GEMM: x (what x_map names), w
+ * (the implicit GEMM's weights [o][k_stride], bias at column k_taps, what w_map names),
+ * residual, y, the shape, relu and layout; conv.o_tiles = ceil(o / (64·groups)).
+ * A tile is two strips of the same 64 channels (strips_per_block 2, groups 1: o <= 64)
+ * or one strip and 128 channels (1, 2); tile t is channel tile t % o_tiles of the strips
+ * from (t / o_tiles)·strips_per_block on (strip s: image s / strips, its output rows from
+ * (s % strips)·rows), `tiles` of them. A block (a producer warpgroup and two consumer
+ * warpgroups, one strip or 64 channels each) takes tiles blockIdx.x, + gridDim.x, ...
+ * Dynamic shared memory: the halo ring (halo_stages x strips_per_block x halo_bytes), the
+ * weight ring (w_stages x groups·64 rows of 128 bytes), the epilogue's two tiles (n x
+ * (64 + 8) elements each), the barriers (EMBER_K_CONV_HALO_BARRIER_BYTES), and 1 KB to
+ * align it to the swizzle's 1024 bytes (cuda_executor.c conv_halo_plan_of). */
+#define EMBER_K_CONV_HALO_THREADS 384
+#define EMBER_K_CONV_HALO_MAX_W_STAGES 8
+#define EMBER_K_CONV_HALO_BARRIER_BYTES 256
+#define EMBER_K_CONV_HALO_OUT_STRIDE 72 /* elements between positions of an epilogue tile */
+/* The most a launch asks: what a block of the H100 and H200 can have. */
+#define EMBER_K_CONV_HALO_MAX_SMEM_BYTES (227 * 1024)
+typedef struct ember_k_conv_halo_params {
+  /* [n, h, w, c]: boxes of 64 x pitch x (rows + KH - 1) x 1 */
+  EMBER_K_ALIGNAS(64) uint64_t x_map[16];
+  uint64_t w_map[16]; /* [o][k_stride]: boxes of 64 x 64·groups */
+  ember_k_conv_igemm_params conv;
+  int32_t rows, pitch, strips; /* strips = ceil(oh / rows), of one image */
+  int32_t images;
+  int32_t strips_per_block, groups;
+  int32_t chunks; /* c / 64 */
+  int32_t taps, kw;
+  int32_t halo_stages, w_stages; /* halo_stages 1 or 2; w_stages up to the max */
+  int32_t halo_bytes; /* one strip's halo buffer: its rows in whole KB */
+  int32_t halo_box_bytes; /* what one halo copy delivers: (rows + KH - 1) · pitch · 128 */
+  int32_t tiles;
+  int32_t reserved[2];
+} ember_k_conv_halo_params;
+
 /* The layouts above must be the same for gcc and nvcc: fixed-width fields, no padding. */
 #if defined(__cplusplus)
 #define EMBER_K_STATIC_ASSERT(cond, msg) static_assert(cond, msg)
@@ -639,5 +681,8 @@ EMBER_K_STATIC_ASSERT(sizeof(ember_k_gemv_params) == 64, "gemv params layout");
 EMBER_K_STATIC_ASSERT(sizeof(ember_k_gemm_wgmma_params) == 2 * 128 + 4 * 8 + 8 * 4,
                       "gemm wgmma params layout");
 EMBER_K_STATIC_ASSERT(offsetof(ember_k_gemm_wgmma_params, w_map) == 128, "gemm wgmma maps");
+EMBER_K_STATIC_ASSERT(sizeof(ember_k_conv_halo_params) == 2 * 128 + 128 + 16 * 4,
+                      "conv halo params layout");
+EMBER_K_STATIC_ASSERT(offsetof(ember_k_conv_halo_params, conv) == 256, "conv halo maps");
 
 #endif /* EMBER_SRC_CUDA_KERNEL_PARAMS_H_ */

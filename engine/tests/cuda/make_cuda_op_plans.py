@@ -734,20 +734,39 @@ def issue5_cases():
              p.out(igemm_shape), [1, 1, 0, 0, 1, 1, 1])
     yield "conv2d_igemm_wide_chain", -1.0, 1.0, build_igemm_wide_chain
 
-    # A resnet block of one small image (resnet18 at batch 1): im2col + GEMM, with the
-    # residual added as the second GEMM's C.
-    def build_gemm_block(p):
-        shape = [1, 8, 24, 24]
+    # A resnet block (conv, RELU, conv, ADD of the block's input, RELU; 3x3 convs of
+    # `shape`'s channels) that writes the plan's output.
+    def resnet_block(p, shape, scale):
+        c = shape[1]
         x = p.input(shape)
         t = x
         for k in range(2):
-            t = p.op(pw.Op.CONV2D, [t, p.const([8, 8, 3, 3], 0.3), p.const([8], 0.2)],
+            t = p.op(pw.Op.CONV2D, [t, p.const([c, c, 3, 3], scale), p.const([c], 0.2)],
                      p.tmp(shape), [1, 1, 1, 1, 1, 1, 1])
             if k == 0:
                 t = p.op(pw.Op.RELU, [t], p.tmp(shape))
         s = p.op(pw.Op.ADD, [t, x], p.tmp(shape))
         p.op(pw.Op.RELU, [s], p.out(shape))
-    yield "conv2d_gemm_block", -1.0, 1.0, build_gemm_block
+
+    # A resnet block of one small image (resnet18 at batch 1): im2col + GEMM, with the
+    # residual added as the second GEMM's C.
+    yield "conv2d_gemm_block", -1.0, 1.0, lambda p: resnet_block(p, [1, 8, 24, 24], 0.3)
+
+    # CONV2D on the halo kernel (conv_halo.cu; where the executor takes the wgmma convs,
+    # else the implicit-GEMM kernel): stride 1, channels a multiple of 64. A block of
+    # resnet18's first stage (64 channels at 56 x 56: two strips of 2 rows a block, N
+    # 128): the first conv's output stays channels last, the second writes the plan's
+    # output (NCHW) with the block's input added and the RELU; and two 64-channel chunks
+    # (both halo stages) into 72 channels (a block's second 64 mostly empty) through a
+    # 2 x 2 kernel with uneven padding, N 224, its output NCHW with a residual added.
+    yield "conv2d_halo_block", -1.0, 1.0, lambda p: resnet_block(p, [3, 64, 56, 56], 0.1)
+
+    def build_halo_chunks_residual(p):
+        c = p.op(pw.Op.CONV2D, [p.input([4, 128, 46, 45]), p.const([72, 128, 2, 2], 0.1),
+                                p.const([72], 0.2)],
+                 p.tmp([4, 72, 47, 44]), [1, 1, 1, 0, 1, 1, 1])
+        p.op(pw.Op.ADD, [c, p.input([4, 72, 47, 44])], p.out([4, 72, 47, 44]))
+    yield "conv2d_halo_chunks_residual", -1.0, 1.0, build_halo_chunks_residual
 
     pools = [("max_k3s2p1", pw.Op.MAX_POOL2D, [2, 3, 9, 9], 3, 2, 1, 1, 0, 0, 0),
              ("max_dil2", pw.Op.MAX_POOL2D, [1, 2, 10, 10], 3, 1, 1, 2, 0, 0, 0),

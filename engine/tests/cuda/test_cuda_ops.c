@@ -352,6 +352,17 @@ static const struct {
     {"conv2d_gemm_nhwc_chain_", 0, 5, 2, 4, 2, 5, false, 5},
 };
 
+/* CONV2D cases on the halo kernel (conv_halo.cu) where the executor takes it, and how many
+ * of their convs: the two of a resnet block of 64 channels (N 128, the first's output
+ * channels last, the second's NCHW) and a conv of two 64-channel chunks (N 224). */
+static const struct {
+  const char* prefix;
+  uint32_t conv_halos;
+} kHalo[] = {
+    {"conv2d_halo_block_", 2},
+    {"conv2d_halo_chunks_", 1},
+};
+
 /* Cases with an ADD right before a LAYER_NORM, and how many of those ADDs the LAYER_NORM
  * does (its output read only by that norm, no broadcast), in every dtype. The first
  * matching prefix counts. */
@@ -452,6 +463,7 @@ static void run_op_case(const char* dir, const char* name, double low, double hi
   g_totals.conv_igemms += info.conv_igemms;
   g_totals.conv_wgmmas += info.conv_wgmmas;
   g_totals.conv_folds += info.conv_folds;
+  g_totals.conv_halos += info.conv_halos;
   g_totals.conv_wgmma = g_totals.conv_wgmma || info.conv_wgmma;
   g_totals.fused_residuals += info.fused_residuals;
   g_totals.gemv_kernels += info.gemv_kernels;
@@ -522,6 +534,22 @@ static void run_op_case(const char* dir, const char* name, double low, double hi
     EXPECT(info.conv_folds == expected,
            "%s: %u CONV2D read their input space-to-depth, expected %u", name, info.conv_folds,
            expected);
+  }
+  {
+    /* The convs on the halo kernel (kHalo) where the executor takes it, in float16 and
+     * bfloat16. Every other case is a control: stride 2 (o136_stride2, 1x1_stride2),
+     * packed channels not a multiple of 64 (3x3, dil_rect and the blocks and chains of 8
+     * channels; tiles96's 16; the stem and fold cases, read space-to-depth in 8 or 16),
+     * float32, and the executors without it (EMBER_CUDA_WGMMA=0, other GPUs). */
+    uint32_t expected = 0;
+    for (size_t c = 0; c < sizeof kHalo / sizeof kHalo[0]; ++c) {
+      if (info.conv_halo && !ends_with(name, "_f32") &&
+          strncmp(name, kHalo[c].prefix, strlen(kHalo[c].prefix)) == 0) {
+        expected = kHalo[c].conv_halos;
+      }
+    }
+    EXPECT(info.conv_halos == expected, "%s: %u CONV2D on the halo kernel, expected %u", name,
+           info.conv_halos, expected);
   }
   for (size_t c = 0; c < sizeof kIgemm / sizeof kIgemm[0]; ++c) {
     if (strncmp(name, kIgemm[c].prefix, strlen(kIgemm[c].prefix)) != 0) continue;
@@ -1147,13 +1175,13 @@ int main(int argc, char** argv) {
   printf("op cases: %u steps, %u GEMMs, %u biases fused into cuBLASLt epilogues, %u "
          "activations fused (cuBLASLt or gemv), %u bias_act kernels, %u CONV2D as im2col + "
          "GEMM (%u of them channels last), %u as implicit GEMM (%u of them on wgmma, which this GPU %s; %u "
-         "of them space-to-depth; %u residuals fused), %u ADDs done by a LAYER_NORM, %u LINEAR as gemv, %u LINEAR + activation on "
+         "of them space-to-depth, %u on the halo kernel; %u residuals fused), %u ADDs done by a LAYER_NORM, %u LINEAR as gemv, %u LINEAR + activation on "
          "gemm_wgmma (which this GPU %s), %u SDPA on the flash kernel (%u layout copies folded)\n",
          g_totals.steps, g_totals.gemms, g_totals.fused_biases, g_totals.fused_activations,
          g_totals.bias_act_kernels, g_totals.conv_gemms, g_totals.conv_gemms_nhwc,
          g_totals.conv_igemms,
          g_totals.conv_wgmmas, g_totals.conv_wgmma ? "takes" : "does not take",
-         g_totals.conv_folds, g_totals.fused_residuals, g_totals.norm_adds, g_totals.gemv_kernels,
+         g_totals.conv_folds, g_totals.conv_halos, g_totals.fused_residuals, g_totals.norm_adds, g_totals.gemv_kernels,
          g_totals.gemm_wgmmas, g_totals.gemm_wgmma ? "has" : "does not have", g_totals.sdpa_flash,
          g_totals.folded_layout_ops);
 

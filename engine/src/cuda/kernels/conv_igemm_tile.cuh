@@ -76,29 +76,43 @@ struct ConvOutTile {
   }
 };
 
-/* Adds the residual (when fused) and applies the ReLU (when fused) to v, the 8 values of
- * y at element indices at(0..7) of the residual's layout: one 16-byte load when they are
- * contiguous there (`contiguous`, at(0) a multiple of 8). */
+/* The residual's 8 values at element indices at(0..7) of its layout (p.has_residual): one
+ * 16-byte load when they are contiguous there (`contiguous`, at(0) a multiple of 8). */
 template <typename T, typename At>
-__device__ __forceinline__ void finish_vector(const ember_k_conv_igemm_params& p, Vec16<T>& v,
-                                              bool contiguous, At at) {
-  if (!p.has_residual && !p.relu) return;
+__device__ __forceinline__ Vec16<T> load_residual(const ember_k_conv_igemm_params& p,
+                                                  bool contiguous, At at) {
   const uint16_t* residual = reinterpret_cast<const uint16_t*>(p.residual);
   Vec16<T> add;
-  if (p.has_residual) {
-    if (contiguous) {
-      add.raw = *reinterpret_cast<const uint4*>(residual + at(0));
-    } else {
+  if (contiguous) {
+    add.raw = *reinterpret_cast<const uint4*>(residual + at(0));
+  } else {
 #pragma unroll
-      for (int e = 0; e < 8; ++e) add.bits[e] = residual[at(e)];
-    }
+    for (int e = 0; e < 8; ++e) add.bits[e] = residual[at(e)];
   }
+  return add;
+}
+
+/* Adds the residual `add` (when fused) and applies the ReLU (when fused) to v. */
+template <typename T>
+__device__ __forceinline__ void finish_with(const ember_k_conv_igemm_params& p, Vec16<T>& v,
+                                            const Vec16<T>& add) {
 #pragma unroll
   for (int e = 0; e < 8; ++e) {
     float value = v.get(e) + (p.has_residual ? add.get(e) : 0.0f);
     if (p.relu) value = value < 0.0f ? 0.0f : value;
     v.set(e, value);
   }
+}
+
+/* finish_with the residual at element indices at(0..7) of its layout (load_residual). */
+template <typename T, typename At>
+__device__ __forceinline__ void finish_vector(const ember_k_conv_igemm_params& p, Vec16<T>& v,
+                                              bool contiguous, At at) {
+  if (!p.has_residual && !p.relu) return;
+  Vec16<T> add;
+  add.raw = make_uint4(0, 0, 0, 0);
+  if (p.has_residual) add = load_residual<T>(p, contiguous, at);
+  finish_with<T>(p, v, add);
 }
 
 /* Writes the block's tile of y, channels o0.. (rows of them) by positions p0..

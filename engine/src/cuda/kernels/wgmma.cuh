@@ -54,6 +54,7 @@ __device__ __forceinline__ void fence_accumulators(float (&d)[N]) {
   EMBER_WGMMA_ACC8(i), EMBER_WGMMA_ACC8(i + 8), EMBER_WGMMA_ACC8(i + 16), EMBER_WGMMA_ACC8(i + 24)
 #define EMBER_WGMMA_REGS32 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
 #define EMBER_WGMMA_REGS64 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define EMBER_WGMMA_REGS112 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111"
 #define EMBER_WGMMA_REGS128 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
 /* n: N; regs: the accumulators' operand numbers; a, b and the scale-d predicate follow. */
 #define EMBER_WGMMA(n, ty, regs, a_index, b_index, p_index, ...)                              \
@@ -67,7 +68,7 @@ template <typename T, int N>
 __device__ __forceinline__ void wgmma_mma(float (&d)[N / 2], uint64_t a, uint64_t b) {
   constexpr bool kHalf = std::is_same<T, __half>::value;
   static_assert(kHalf || std::is_same<T, __nv_bfloat16>::value, "float16 or bfloat16");
-  static_assert(N == 64 || N == 128 || N == 256, "the tiles Ember's kernels use");
+  static_assert(N == 64 || N == 128 || N == 224 || N == 256, "the tiles Ember's kernels use");
   if constexpr (N == 64) {
     if constexpr (kHalf) {
       EMBER_WGMMA(64, "f16", EMBER_WGMMA_REGS32, 32, 33, 34, EMBER_WGMMA_ACC32(0));
@@ -82,6 +83,16 @@ __device__ __forceinline__ void wgmma_mma(float (&d)[N / 2], uint64_t a, uint64_
       EMBER_WGMMA(128, "bf16", EMBER_WGMMA_REGS64, 64, 65, 66, EMBER_WGMMA_ACC32(0),
                   EMBER_WGMMA_ACC32(32));
     }
+  } else if constexpr (N == 224) {
+    if constexpr (kHalf) {
+      EMBER_WGMMA(224, "f16", EMBER_WGMMA_REGS112, 112, 113, 114, EMBER_WGMMA_ACC32(0),
+                  EMBER_WGMMA_ACC32(32), EMBER_WGMMA_ACC32(64), EMBER_WGMMA_ACC8(96),
+                  EMBER_WGMMA_ACC8(104));
+    } else {
+      EMBER_WGMMA(224, "bf16", EMBER_WGMMA_REGS112, 112, 113, 114, EMBER_WGMMA_ACC32(0),
+                  EMBER_WGMMA_ACC32(32), EMBER_WGMMA_ACC32(64), EMBER_WGMMA_ACC8(96),
+                  EMBER_WGMMA_ACC8(104));
+    }
   } else if constexpr (kHalf) {
     EMBER_WGMMA(256, "f16", EMBER_WGMMA_REGS128, 128, 129, 130, EMBER_WGMMA_ACC32(0),
                 EMBER_WGMMA_ACC32(32), EMBER_WGMMA_ACC32(64), EMBER_WGMMA_ACC32(96));
@@ -95,6 +106,7 @@ __device__ __forceinline__ void wgmma_mma(float (&d)[N / 2], uint64_t a, uint64_
 #undef EMBER_WGMMA_ACC32
 #undef EMBER_WGMMA_REGS32
 #undef EMBER_WGMMA_REGS64
+#undef EMBER_WGMMA_REGS112
 #undef EMBER_WGMMA_REGS128
 
 /* An mbarrier in shared memory (its 8 bytes at `bar`): init with the arrivals a phase
@@ -138,6 +150,17 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const void* map, int c
       "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, "
       "{%2, %3}], [%4];\n" ::"r"(dst),
       "l"(map), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
+}
+
+/* The box at coordinates (c0: innermost, c1, c2, c3) of the 4-D tensor map `map`, as
+ * tma_load_2d (coordinates may be negative or past the end: those elements read zeros). */
+__device__ __forceinline__ void tma_load_4d(uint32_t dst, const void* map, int c0, int c1, int c2,
+                                            int c3, uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, "
+      "{%2, %3, %4, %5}], [%6];\n" ::"r"(dst),
+      "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
       : "memory");
 }
 

@@ -1,0 +1,321 @@
+/* CONV2D of stride 1 over a channels-last input of a multiple of 64 channels on Hopper's
+ * wgmma, each input pixel read from global memory once per strip rather than once per tap
+ * (kernel_params.h, ember_k_conv_halo_params, has the contract). Built for sm_90a only,
+ * as conv_wgmma.cu.
+ *
+ * Why: conv_wgmma gathers a 128-position tile for every tap through cp.async, 9 times per
+ * pixel for a 3x3 conv; on the H200 resnet18's 64-channel convs were bound by that gather
+ * (its address arithmetic and L1, ncu), at about 200 TFLOP/s. Here the tensor memory
+ * accelerator copies a strip's halo, (rows + KH - 1) x pitch pixels of 64 channels, once,
+ * with zeros where it falls outside x, and every tap is the same halo read from another
+ * row: with the output positions as wgmma's N (f = r·pitch + ow over the strip, pitch =
+ * OW + KW - 1), tap (kh, kw) of position f is halo row f + kh·pitch + kw, so the B
+ * operand of a tap is the halo's matrix descriptor moved by that many 128-byte rows. The
+ * 128-byte swizzle is a function of the shared-memory address bits, and the halo starts
+ * on a 1024-byte boundary, so a descriptor that starts on any row reads it as the copy
+ * wrote it (the same property lets a K step of 16 add 32 bytes). The positions with
+ * ow >= OW read across a row's end and are dropped; the halo buffer has rows past the
+ * copy's for the last strip positions' taps to read (garbage, for dropped positions).
+ *
+ * A block of 384 threads, one an SM, loops over tiles: warpgroup 0 is the producer (one
+ * thread copies halos into their ring, another the weights' 64 x 64·groups tile of each
+ * (chunk, tap) into theirs, both running ahead into the next tile), 1 and 2 the consumers,
+ * 64 output channels (wgmma's M, the A operand from the weight tile) by N positions each.
+ * The epilogue adds the bias into a position-major tile of the warpgroup's own in shared
+ * memory and writes 8 channels of a position at a time, with the residual and ReLU as the
+ * other implicit-GEMM kernels do (conv_igemm_tile.cuh). */
+#include "conv_igemm_tile.cuh"
+#include "wgmma.cuh"
+
+namespace ember {
+
+constexpr uint32_t kHaloConsumerWarps = 8;
+
+/* Writes a consumer warpgroup's tile (the strip's positions of 64 channels from o0, biased
+ * and rounded, [f][EMBER_K_CONV_HALO_OUT_STRIDE]) of strip `strip` into a channels-last y
+ * (o a multiple of 8): 16 bytes (8 channels of one position) a thread at a time, the residual added and the ReLU applied on the way.
+ * A thread keeps its 8 channels and walks positions 16 apart, its row and column stepped
+ * rather than divided out, kBatch of them at a time with every residual load issued before
+ * the first is used: one at a time, this loop took about 2 us a tile of resnet18's 56-wide
+ * convs on the H200. */
+template <typename T>
+__device__ __forceinline__ void store_halo_tile(const ember_k_conv_halo_params& hp,
+                                                const uint16_t* tile, int strip, int o0) {
+  constexpr int kBatch = 8, kStep = 16; /* 128 threads: 8 vectors of a position, 16 positions */
+  const ember_k_conv_igemm_params& p = hp.conv;
+  const int n = strip / hp.strips, oh0 = (strip - n * hp.strips) * hp.rows;
+  const int thread = (int)(threadIdx.x & 127), channel = (thread & 7) * 8, o = o0 + channel;
+  if (n >= hp.images || o >= p.o) return;
+  const int count = min(hp.rows, p.oh - oh0) * p.ow; /* the strip's kept positions */
+  const int plane = p.oh * p.ow, base = n * plane + oh0 * p.ow;
+  uint16_t* y = reinterpret_cast<uint16_t*>(p.y);
+  const bool residual_last = (p.layout & EMBER_K_CONV_IGEMM_RESIDUAL_CHANNELS_LAST) != 0;
+  const bool residual_vector = residual_last && aligned16(p.residual);
+  int position = thread >> 3, r = position / p.ow, ow = position - r * p.ow;
+#pragma unroll 1
+  for (; position < count; position += kStep * kBatch) {
+    Vec16<T> out[kBatch], add[kBatch];
+    int at[kBatch]; /* the position's index in y (and a channels-last residual), or -1 */
+#pragma unroll
+    for (int k = 0; k < kBatch; ++k) {
+      at[k] = position + kStep * k < count ? base + r * p.ow + ow : -1;
+      add[k].raw = make_uint4(0, 0, 0, 0);
+      if (at[k] >= 0) {
+        out[k].raw = *reinterpret_cast<const uint4*>(
+            tile + (r * hp.pitch + ow) * EMBER_K_CONV_HALO_OUT_STRIDE + channel);
+        if (p.has_residual) {
+          const int last = at[k] * p.o + o, nchw = (n * p.o + o) * plane + (at[k] - n * plane);
+          add[k] = load_residual<T>(p, residual_vector, [&](int e) {
+            return residual_last ? last + e : nchw + e * plane;
+          });
+        }
+      }
+      for (ow += kStep; ow >= p.ow; ow -= p.ow) ++r;
+    }
+#pragma unroll
+    for (int k = 0; k < kBatch; ++k) {
+      if (at[k] < 0) continue;
+      finish_with<T>(p, out[k], add[k]);
+      *reinterpret_cast<uint4*>(y + at[k] * p.o + o) = out[k].raw;
+    }
+  }
+}
+
+/* store_halo_tile for an NCHW y, from a channel-major tile ([channel][N + 8]): 8
+ * consecutive positions of one row of one channel a thread, one 16-byte store where they
+ * are whole and aligned in y, consecutive threads along the row. */
+template <typename T, int N>
+__device__ __forceinline__ void store_halo_tile_nchw(const ember_k_conv_halo_params& hp,
+                                                     const uint16_t* tile, int strip, int o0) {
+  const ember_k_conv_igemm_params& p = hp.conv;
+  const int n = strip / hp.strips, oh0 = (strip - n * hp.strips) * hp.rows;
+  if (n >= hp.images) return;
+  const int rows = min(hp.rows, p.oh - oh0), groups = (p.ow + 7) / 8; /* of 8 in a row */
+  const int plane = p.oh * p.ow, units = 64 * rows * groups;
+  uint16_t* y = reinterpret_cast<uint16_t*>(p.y);
+  const bool residual_last = (p.layout & EMBER_K_CONV_IGEMM_RESIDUAL_CHANNELS_LAST) != 0;
+#pragma unroll 1
+  for (int u = (int)(threadIdx.x & 127); u < units; u += 128) {
+    const int channel = u / (rows * groups), rest = u - channel * rows * groups;
+    const int r = rest / groups, ow = (rest - r * groups) * 8, o = o0 + channel;
+    if (o >= p.o) continue;
+    const int count = min(8, p.ow - ow);
+    const int at = (n * p.o + o) * plane + (oh0 + r) * p.ow + ow; /* y's index of the first */
+    const int pos = n * plane + (oh0 + r) * p.ow + ow;           /* its position */
+    const uint16_t* from = tile + channel * (N + 8) + r * hp.pitch + ow;
+    Vec16<T> out, add;
+    add.raw = make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) out.bits[e] = e < count ? from[e] : 0;
+    const bool whole = count == 8 && (at & 7) == 0 && aligned16(p.y);
+    if (p.has_residual) {
+      if (whole && !residual_last && aligned16(p.residual)) {
+        add = load_residual<T>(p, true, [&](int e) { return at + e; });
+      } else {
+        const uint16_t* residual = reinterpret_cast<const uint16_t*>(p.residual);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          if (e < count) add.bits[e] = residual[residual_last ? (pos + e) * p.o + o : at + e];
+        }
+      }
+    }
+    finish_with<T>(p, out, add);
+    if (whole) {
+      *reinterpret_cast<uint4*>(y + at) = out.raw;
+    } else {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        if (e < count) y[at + e] = out.bits[e];
+      }
+    }
+  }
+}
+
+template <typename T, int N>
+__device__ __forceinline__ void conv_halo(const ember_k_conv_halo_params& hp, uint8_t* smem) {
+  const ember_k_conv_igemm_params& p = hp.conv;
+  const int tid = threadIdx.x, warpgroup = tid >> 7;
+  const int stages = hp.w_stages;
+  const uint32_t w_bytes = (uint32_t)hp.groups * 64u * 128u;
+  const uint32_t ring = shared_address(smem);
+  const uint32_t w_ring = ring + (uint32_t)(hp.halo_stages * hp.strips_per_block * hp.halo_bytes);
+  const uint32_t out_tiles = w_ring + (uint32_t)stages * w_bytes;
+  const uint32_t bars = out_tiles + 2u * N * EMBER_K_CONV_HALO_OUT_STRIDE * 2u;
+  auto halo = [&](int stage, int strip) {
+    return ring + (uint32_t)((stage * hp.strips_per_block + strip) * hp.halo_bytes);
+  };
+  auto halo_full = [&](int s) { return bars + (uint32_t)(8 * s); };
+  auto halo_empty = [&](int s) { return bars + (uint32_t)(8 * (2 + s)); };
+  auto w_full = [&](int s) { return bars + (uint32_t)(8 * (4 + s)); };
+  auto w_empty = [&](int s) {
+    return bars + (uint32_t)(8 * (4 + EMBER_K_CONV_HALO_MAX_W_STAGES + s));
+  };
+  static_assert(8 * (4 + 2 * EMBER_K_CONV_HALO_MAX_W_STAGES) <= EMBER_K_CONV_HALO_BARRIER_BYTES,
+                "the barriers fit");
+  if (tid == 0) {
+    for (int s = 0; s < hp.halo_stages; ++s) {
+      mbarrier_init(halo_full(s), 1);
+      mbarrier_init(halo_empty(s), kHaloConsumerWarps);
+    }
+    for (int s = 0; s < stages; ++s) {
+      mbarrier_init(w_full(s), 1);
+      mbarrier_init(w_empty(s), kHaloConsumerWarps);
+    }
+    fence_mbarrier_init();
+  }
+  __syncthreads();
+  /* Tile t: channel tile t % o_tiles of the strips from (t / o_tiles)·strips_per_block. */
+  const uint32_t first_tile = blockIdx.x, tile_step = gridDim.x, tiles = (uint32_t)hp.tiles;
+
+  if (warpgroup == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+    /* Two copy loops in two warps, so that a halo is never queued behind weight tiles
+     * waiting for their stage (or the reverse); both run ahead into the block's next
+     * tile while the consumers finish this one. Use u of a stage (u counted over the
+     * block's tiles) waits for the consumers' release of use u - 1. A strip past the last
+     * image copies zeros (its coordinates are outside x) and writes nothing. */
+    if (tid == 0) {
+      uint32_t use = 0;
+      for (uint32_t tile = first_tile; tile < tiles; tile += tile_step) {
+        const int first_strip = (int)(tile / (uint32_t)p.o_tiles) * hp.strips_per_block;
+        for (int c = 0; c < hp.chunks; ++c, ++use) {
+          const int s = (int)(use % (uint32_t)hp.halo_stages);
+          const uint32_t round = use / (uint32_t)hp.halo_stages;
+          if (round > 0) mbarrier_wait(halo_empty(s), (round - 1) & 1);
+          mbarrier_expect_tx(halo_full(s), (uint32_t)(hp.halo_box_bytes * hp.strips_per_block));
+          for (int k = 0; k < hp.strips_per_block; ++k) {
+            const int strip = first_strip + k;
+            const int n = strip / hp.strips, oh0 = (strip - n * hp.strips) * hp.rows;
+            tma_load_4d(halo(s, k), hp.x_map, c * 64, -p.pad_w, oh0 - p.pad_h, n, halo_full(s));
+          }
+        }
+      }
+    } else if (tid == 32) {
+      uint32_t use = 0;
+      for (uint32_t tile = first_tile; tile < tiles; tile += tile_step) {
+        const int o_row = (int)(tile % (uint32_t)p.o_tiles) * 64 * hp.groups;
+        for (int c = 0; c < hp.chunks; ++c) {
+          for (int t = 0; t < hp.taps; ++t, ++use) {
+            const int s = (int)(use % (uint32_t)stages);
+            const uint32_t round = use / (uint32_t)stages;
+            if (round > 0) mbarrier_wait(w_empty(s), (round - 1) & 1);
+            mbarrier_expect_tx(w_full(s), w_bytes);
+            tma_load_2d(w_ring + (uint32_t)s * w_bytes, hp.w_map, t * p.c + c * 64, o_row, w_full(s));
+          }
+        }
+      }
+    }
+    return;
+  }
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+  const int g = warpgroup - 1, warp = (tid >> 5) & 3, lane = tid & 31;
+  const int strip_index = hp.strips_per_block == 2 ? g : 0;
+  const int group = hp.groups == 2 ? g : 0;
+  uint16_t* tile_out = reinterpret_cast<uint16_t*>(smem + (out_tiles - ring)) +
+                       g * N * EMBER_K_CONV_HALO_OUT_STRIDE;
+  const int channel = 16 * warp + (lane >> 2);
+  uint32_t halo_use = 0, w_use = 0;
+  for (uint32_t tile = first_tile; tile < tiles; tile += tile_step) {
+    float acc[N / 2];
+#pragma unroll
+    for (int i = 0; i < N / 2; ++i) acc[i] = 0.0f;
+    /* The bias first: its loads land under the MMAs. */
+    const int first_strip = (int)(tile / (uint32_t)p.o_tiles) * hp.strips_per_block;
+    const int o0 = ((int)(tile % (uint32_t)p.o_tiles) * hp.groups + group) * 64;
+    const float bias0 = conv_bias<T>(p, o0 + channel), bias1 = conv_bias<T>(p, o0 + channel + 8);
+    int w_held = -1, halo_held = -1; /* stages this warpgroup's MMAs may still read */
+    for (int c = 0; c < hp.chunks; ++c, ++halo_use) {
+      const int hs = (int)(halo_use % (uint32_t)hp.halo_stages);
+      mbarrier_wait(halo_full(hs), (halo_use / (uint32_t)hp.halo_stages) & 1);
+      const uint32_t halo_base = halo(hs, strip_index);
+      for (int t = 0; t < hp.taps; ++t, ++w_use) {
+        const int s = (int)(w_use % (uint32_t)stages);
+        mbarrier_wait(w_full(s), (w_use / (uint32_t)stages) & 1);
+        const int kh = t / hp.kw, kw = t - kh * hp.kw;
+        const uint32_t a = w_ring + (uint32_t)s * w_bytes + (uint32_t)(group * 64 * 128);
+        const uint32_t b = halo_base + (uint32_t)((kh * hp.pitch + kw) * 128);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+          wgmma_mma<T, N>(acc, wgmma_descriptor(a + kk * 32), wgmma_descriptor(b + kk * 32));
+        }
+        wgmma_commit();
+        wgmma_wait<1>(); /* the MMAs before these have read their stages */
+        if (lane == 0) {
+          if (w_held >= 0) mbarrier_arrive(w_empty(w_held));
+          if (t == 0 && halo_held >= 0) mbarrier_arrive(halo_empty(halo_held));
+        }
+        w_held = s;
+        if (t == 0) halo_held = -1;
+      }
+      halo_held = hs;
+    }
+    wgmma_wait_all();
+    fence_accumulators(acc);
+    if (lane == 0) {
+      mbarrier_arrive(w_empty(w_held));
+      mbarrier_arrive(halo_empty(halo_held));
+    }
+
+    /* Accumulator 4j + e: channel 16·warp + lane / 4 (+8 for e >= 2), position
+     * 8j + 2·(lane % 4) + e % 2. Into this warpgroup's own tile, once all its threads
+     * have stored the previous tile's (its barrier: 2 or 3; 0 is __syncthreads'):
+     * position-major ([f][EMBER_K_CONV_HALO_OUT_STRIDE]) for a channels-last y, so that 8
+     * channels of a position are 16 bytes; channel-major ([channel][N + 8]) for an NCHW
+     * one, so that a thread's two positions are one 4-byte store and 8 positions of a
+     * channel are contiguous. */
+    asm volatile("bar.sync %0, 128;\n" ::"r"(g + 2) : "memory");
+    if (p.layout & EMBER_K_CONV_IGEMM_Y_CHANNELS_LAST) {
+#pragma unroll
+      for (int j = 0; j < N / 8; ++j) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int f = 8 * j + 2 * (lane & 3) + e;
+          tile_out[f * EMBER_K_CONV_HALO_OUT_STRIDE + channel] = Bits<T>::from_float(acc[4 * j + e] + bias0);
+          tile_out[f * EMBER_K_CONV_HALO_OUT_STRIDE + channel + 8] =
+              Bits<T>::from_float(acc[4 * j + 2 + e] + bias1);
+        }
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < N / 8; ++j) {
+        const int f = 8 * j + 2 * (lane & 3);
+        *reinterpret_cast<uint32_t*>(tile_out + channel * (N + 8) + f) =
+            Mma<T>::pack(acc[4 * j] + bias0, acc[4 * j + 1] + bias0);
+        *reinterpret_cast<uint32_t*>(tile_out + (channel + 8) * (N + 8) + f) =
+            Mma<T>::pack(acc[4 * j + 2] + bias1, acc[4 * j + 3] + bias1);
+      }
+    }
+    asm volatile("bar.sync %0, 128;\n" ::"r"(g + 2) : "memory");
+    if (p.layout & EMBER_K_CONV_IGEMM_Y_CHANNELS_LAST) {
+      store_halo_tile<T>(hp, tile_out, first_strip + strip_index, o0);
+    } else {
+      store_halo_tile_nchw<T, N>(hp, tile_out, first_strip + strip_index, o0);
+    }
+  }
+}
+
+template <typename T, int N>
+__device__ __forceinline__ void conv_halo_entry(const ember_k_conv_halo_params& hp) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ __align__(16) uint8_t dynamic_smem[];
+  conv_halo<T, N>(hp, dynamic_smem + ((1024u - (shared_address(dynamic_smem) & 1023u)) & 1023u));
+#else
+  (void)hp;
+  __trap(); /* built for another target than sm_90a: the host never launches it there */
+#endif
+}
+
+}  // namespace ember
+
+/* One kernel per strip width N: wgmma's N is part of the instruction. __grid_constant__:
+ * the tensor maps are read by the TMA where the launch put them. */
+#define EMBER_CONV_HALO_KERNEL(n, suffix, type)                                             \
+  extern "C" __global__ void __launch_bounds__(EMBER_K_CONV_HALO_THREADS, 1)               \
+      ember_conv_halo##n##_##suffix(const __grid_constant__ ember_k_conv_halo_params p) {   \
+    ember::conv_halo_entry<type, n>(p);                                                     \
+  }
+EMBER_CONV_HALO_KERNEL(128, f16, __half)
+EMBER_CONV_HALO_KERNEL(128, bf16, __nv_bfloat16)
+EMBER_CONV_HALO_KERNEL(224, f16, __half)
+EMBER_CONV_HALO_KERNEL(224, bf16, __nv_bfloat16)
