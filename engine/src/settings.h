@@ -25,6 +25,9 @@
  *                                  stem) does not read its input space-to-depth on the
  *                                  wgmma kernel; it runs as im2col + GEMM (default 1).
  *                                  For measurement.
+ *   EMBER_CUDA_CONV_HALO=0|1       0: stride-1 convs of 64·k channels stay on the wgmma
+ *                                  implicit GEMM rather than the halo kernel (default 1).
+ *                                  For measurement.
  *   EMBER_CUDA_PROFILE=0|1         1: the CUDA executor times each step of every run with
  *                                  CUDA events (steps launched one by one, no graph) and
  *                                  prints where the time went to stderr when the program
