@@ -33,11 +33,11 @@ constexpr uint32_t kHaloConsumerWarps = 8;
 
 /* Writes a consumer warpgroup's tile (the strip's positions of 64 channels from o0, biased
  * and rounded, [f][EMBER_K_CONV_HALO_OUT_STRIDE]) of strip `strip` into a channels-last y
- * (o a multiple of 8): 16 bytes (8 channels of one position) a thread at a time, the residual added and the ReLU applied on the way.
- * A thread keeps its 8 channels and walks positions 16 apart, its row and column stepped
- * rather than divided out, kBatch of them at a time with every residual load issued before
- * the first is used: one at a time, this loop took about 2 us a tile of resnet18's 56-wide
- * convs on the H200. */
+ * (o a multiple of 8): 16 bytes (8 channels of one position) a thread at a time, the
+ * residual added and the ReLU applied on the way. A thread keeps its 8 channels and walks
+ * positions 16 apart, its row and column stepped rather than divided out, kBatch of them
+ * at a time with every residual load issued before the first is used: one at a time, this
+ * loop took about 2 us a tile of resnet18's 56-wide convs on the H200. */
 template <typename T>
 __device__ __forceinline__ void store_halo_tile(const ember_k_conv_halo_params& hp,
                                                 const uint16_t* tile, int strip, int o0) {
