@@ -59,12 +59,16 @@ class Fn(nn.Module):
         return tuple(out) if isinstance(out, (list, tuple)) else (out,)
 
 
-def check(runtime, tmp_path, module, inputs, dtype=torch.float32, tol=None, name="m"):
+def check(runtime, tmp_path, module, inputs, dtype=torch.float32, tol=None, name="m",
+          settle=None):
     """Exports `module` (already in `dtype`), checks Ember took every op, runs it and
-    compares each output with eager PyTorch."""
+    compares each output with eager PyTorch (after `settle(expected)`, which may set the
+    elements where PyTorch's own kernels disagree with each other)."""
     module = module.eval()
     with torch.no_grad():
         expected = module(*inputs)
+    if settle is not None:
+        settle(expected)
     path = ember.save(module, tmp_path / f"{name}.pte", tuple(inputs))
     report = pte_delegation_report(path)["forward"]
     assert report.partitions == 1 and report.outside == [], report.summary()
@@ -170,10 +174,17 @@ def test_float16_overflow_gelu_and_softmax(runtime, tmp_path):
                 torch.softmax(rows, dim=0), torch.exp(x / 1000), x * 2, torch.sigmoid(x),
                 F.silu(x))
 
-    got = check(runtime, tmp_path, Fn(fn), [x, rows], torch.float16)
+    def settle(expected):
+        # GELU's erf form at +inf: PyTorch's CPU kernels disagree with each other (torch
+        # 2.13 on an AVX-512 machine: +inf in float16, NaN in float32's vectorized loop,
+        # +inf for a single float32 element), so eager float16 is no oracle there; Ember
+        # gives NaN, as float32's vectorized kernel, which the assert below pins.
+        expected[0][0, 2] = nan
+
+    got = check(runtime, tmp_path, Fn(fn), [x, rows], torch.float16, settle=settle)
     # The cases the test exists for, as PyTorch's CPU kernels give them: GELU at +inf is
-    # NaN in the erf form and +inf in the tanh form, at -inf NaN in both; a softmax row
-    # holding +inf, or only -inf, is NaN.
+    # NaN in the erf form (float32's vectorized kernel; above) and +inf in the tanh form,
+    # at -inf NaN in both; a softmax row holding +inf, or only -inf, is NaN.
     assert torch.isnan(got[0][0, 2]) and torch.isinf(got[1][0, 2])
     assert torch.isnan(got[0][0, 3]) and torch.isnan(got[1][0, 3])
     assert torch.isnan(got[2][0]).all() and torch.isnan(got[2][1]).all()
