@@ -298,8 +298,7 @@ __device__ __forceinline__ void conv_halo(const ember_k_conv_halo_params& hp, ui
 template <typename T, int N>
 __device__ __forceinline__ void conv_halo_entry(const ember_k_conv_halo_params& hp) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  extern __shared__ __align__(16) uint8_t dynamic_smem[];
-  conv_halo<T, N>(hp, dynamic_smem + ((1024u - (shared_address(dynamic_smem) & 1023u)) & 1023u));
+  conv_halo<T, N>(hp, swizzle_aligned_shared());
 #else
   (void)hp;
   __trap(); /* built for another target than sm_90a: the host never launches it there */

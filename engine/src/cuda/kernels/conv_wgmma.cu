@@ -144,10 +144,7 @@ __device__ __forceinline__ void conv_wgmma(const ember_k_conv_igemm_params& p, u
 template <typename T, int BM>
 __device__ __forceinline__ void conv_wgmma_entry(const ember_k_conv_igemm_params& p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  extern __shared__ __align__(16) uint8_t dynamic_smem[]; /* EMBER_K_CONV_WGMMA_SMEM_BYTES */
-  /* The swizzle and the descriptors want 1024-byte-aligned tiles; the launch asks 1024
-   * bytes more than the ring for this. */
-  conv_wgmma<T, BM>(p, dynamic_smem + ((1024u - (shared_address(dynamic_smem) & 1023u)) & 1023u));
+  conv_wgmma<T, BM>(p, swizzle_aligned_shared()); /* EMBER_K_CONV_WGMMA_SMEM_BYTES */
 #else
   (void)p;
   __trap(); /* built for another target than sm_90a: the host never launches it there */

@@ -202,8 +202,7 @@ __device__ __forceinline__ void gemm_wgmma(const ember_k_gemm_wgmma_params& p, u
 template <typename T>
 __device__ __forceinline__ void gemm_wgmma_entry(const ember_k_gemm_wgmma_params& p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  extern __shared__ __align__(16) uint8_t dynamic_smem[]; /* EMBER_K_GEMM_WGMMA_SMEM_BYTES */
-  gemm_wgmma<T>(p, dynamic_smem + ((1024u - (shared_address(dynamic_smem) & 1023u)) & 1023u));
+  gemm_wgmma<T>(p, swizzle_aligned_shared()); /* EMBER_K_GEMM_WGMMA_SMEM_BYTES */
 #else
   (void)p;
   __trap(); /* built for another target than sm_90a: the host never launches it there */

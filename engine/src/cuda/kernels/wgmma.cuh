@@ -21,6 +21,14 @@ __device__ __forceinline__ uint64_t wgmma_descriptor(uint32_t address) {
          (uint64_t)1 << 62;
 }
 
+/* The block's dynamic shared memory from its first 1024-byte boundary: the 128-byte
+ * swizzle and the matrix descriptors want 1024-byte-aligned tiles, and every launch of
+ * these kernels asks 1024 bytes more than its tiles take, for this. */
+__device__ __forceinline__ uint8_t* swizzle_aligned_shared() {
+  extern __shared__ __align__(16) uint8_t dynamic_smem[];
+  return dynamic_smem + ((1024u - (shared_address(dynamic_smem) & 1023u)) & 1023u);
+}
+
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() {
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
