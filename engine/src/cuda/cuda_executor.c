@@ -2898,13 +2898,13 @@ static bool uses_conv_halo(const ember_cuda_executor* executor) {
          ember_settings_get()->cuda_conv_halo;
 }
 
-/* Whether CONV2D op runs on the halo kernel on this executor's GPU (and how: *out): one it
- * runs on the wgmma implicit GEMM that conv_halo_plan_of takes. */
+/* Whether CONV2D op (read in `shape`: executor_conv_shape) runs on the halo kernel on this
+ * executor's GPU (and how: *out): one it runs on the wgmma implicit GEMM that
+ * conv_halo_plan_of takes. */
 static bool executor_conv_runs_halo(const ember_cuda_executor* executor, const ember_op_desc* op,
-                                    conv_halo_plan* out) {
-  if (!uses_conv_halo(executor) || !executor_conv_runs_igemm(executor, op)) return false;
-  const conv_igemm_shape shape = executor_conv_shape(executor, op);
-  return conv_halo_plan_of(executor->plan, op, &shape, out);
+                                    const conv_igemm_shape* shape, conv_halo_plan* out) {
+  return uses_conv_halo(executor) && executor_conv_runs_igemm(executor, op) &&
+         conv_halo_plan_of(executor->plan, op, shape, out);
 }
 
 /* The col of CONV2D op (2-byte elements) on im2col from channels last + GEMM,
@@ -3384,7 +3384,7 @@ static ember_status* build_conv2d_igemm(ember_cuda_executor* executor, uint32_t 
   fast_divisor((uint64_t)p.ow, &p.div_mul[1], &p.div_shift[1]);
   const bool wgmma = uses_conv_wgmma(executor);
   conv_halo_plan halo;
-  const bool on_halo = executor_conv_runs_halo(executor, op, &halo);
+  const bool on_halo = executor_conv_runs_halo(executor, op, &shape, &halo);
   ember_cuda_step* step;
   uint32_t base = 0; /* where the conv's parameters sit in the step's */
   if (on_halo) {
