@@ -114,10 +114,11 @@ typedef struct ember_cuda_executor {
   uint64_t* conv_table_offset;
   bool* conv_residual;
   /* Per tensor: stored channels last ([N, H, W, C], what the implicit-GEMM kernel reads)
-   * rather than NCHW: written by such a conv and read only by such convs, as input or
-   * fused residual (plan_channels_last). */
+   * rather than NCHW: written by such a conv (or a MAX_POOL2D over such a tensor) and read
+   * only by such convs, as input or fused residual, or MAX_POOL2Ds (plan_channels_last). */
   bool* channels_last;
   uint32_t channels_last_tensors;
+  uint32_t pools_channels_last; /* MAX_POOL2Ds reading and writing channels last */
   uint32_t conv_packs; /* NCHW -> channels-last copies before those convs */
   CUdeviceptr conv_packed; /* the input of such a conv, channels last (the largest any needs) */
   uint32_t conv_igemms;
@@ -743,11 +744,12 @@ static uint32_t conv_last_fused(const ember_cuda_executor* executor, uint32_t i)
  * it that may run as im2col from channels last + cuBLASLt (executor_conv_may_run_gemm_nhwc:
  * resnet18 at batch 1, whose GEMMs with the output channels as M ran 30-50% faster in
  * layer3 and layer4 on the H200). Tensor t qualifies when such a conv writes it (after
- * what it fuses), every op that reads it is such a conv reading it as input, or the ADD
- * such a conv fuses, reading it as residual, or a REDUCE (which walks any strides:
- * resnet's global average pool), it is an intermediate of 4 dims whose channels are a
- * multiple of 8 (so channels last takes the same bytes as NCHW) at a 16-byte aligned
- * offset, and the layout rules below hold. Runs after plan_fusions; sets conv_gemm_nhwc. */
+ * what it fuses) or a MAX_POOL2D does, every op that reads it is such a conv reading it
+ * as input, or the ADD such a conv fuses, reading it as residual, or a REDUCE (which walks
+ * any strides: resnet's global average pool), or a MAX_POOL2D, it is an intermediate of 4
+ * dims whose channels are a multiple of 8 (so channels last takes the same bytes as NCHW)
+ * at a 16-byte aligned offset, and the layout rules below hold. Runs after plan_fusions;
+ * sets conv_gemm_nhwc. */
 static ember_status* relocate_tensor(ember_cuda_executor* executor, uint32_t t,
                                      uint64_t* in_out_extra);
 
@@ -756,6 +758,14 @@ static bool drop_channels_last(ember_cuda_executor* executor, uint32_t t) {
   const bool was = executor->channels_last[t];
   executor->channels_last[t] = false;
   return was;
+}
+
+/* Whether tensor t may be stored channels last: an intermediate of 4 dims whose channels
+ * are a multiple of 8 (the same bytes as NCHW), at a 16-byte aligned offset (the kernels
+ * move 8 channels as 16 aligned bytes). */
+static bool may_be_channels_last(const ember_tensor_desc* t) {
+  return t->storage == EMBER_STORAGE_INTERMEDIATE && t->rank == 4 && t->dims[1] % 8 == 0 &&
+         t->data_offset % 16 == 0;
 }
 
 static bool is_reduce(ember_opcode opcode) {
@@ -780,9 +790,7 @@ static ember_status* plan_channels_last(ember_cuda_executor* executor, uint64_t*
     if (op->opcode == EMBER_OP_CONV2D) may_nhwc[i] = executor_conv_may_run_gemm_nhwc(executor, op);
     if (op->opcode == EMBER_OP_CONV2D && (may_nhwc[i] || executor_conv_runs_igemm(executor, op))) {
       const uint32_t last = conv_last_fused(executor, i);
-      const ember_tensor_desc* y = ember_plan_op_output_tensor(plan, &plan->ops[last], 0);
-      if (y->storage == EMBER_STORAGE_INTERMEDIATE && y->rank == 4 && y->dims[1] % 8 == 0 &&
-          y->data_offset % 16 == 0) { /* the kernels move 8 channels as 16 aligned bytes */
+      if (may_be_channels_last(ember_plan_op_output_tensor(plan, &plan->ops[last], 0))) {
         executor->channels_last[ember_plan_op_output(plan, &plan->ops[last], 0)] = true;
       }
       /* What the conv and the ops it fuses read: its input, the residual; not its weights,
@@ -795,6 +803,15 @@ static ember_status* plan_channels_last(ember_cuda_executor* executor, uint64_t*
       continue;
     }
     if (is_reduce(op->opcode) && ember_plan_op_input_tensor(plan, op, 0)->rank == 4) continue;
+    /* A MAX_POOL2D reads and writes either layout (channels last in 32-bit math); the
+     * rules below give x and y one. */
+    if (op->opcode == EMBER_OP_MAX_POOL2D &&
+        ember_plan_op_input_tensor(plan, op, 0)->numel <= (uint64_t)INT32_MAX &&
+        ember_plan_op_output_tensor(plan, op, 0)->numel <= (uint64_t)INT32_MAX) {
+      const uint32_t y = ember_plan_op_output(plan, op, 0);
+      executor->channels_last[y] = may_be_channels_last(&plan->tensors[y]);
+      continue;
+    }
     for (uint32_t k = 0; k < op->num_inputs; ++k) read_otherwise[ember_plan_op_input(plan, op, k)] = true;
   }
   for (uint32_t t = 0; t < plan->num_tensors; ++t) {
@@ -811,11 +828,23 @@ static ember_status* plan_channels_last(ember_cuda_executor* executor, uint64_t*
    *   bytes of its own (resnet18 at batch 64: the first block's residual is the max
    *   pool's output, and dropping the block's output to NCHW cascaded through every block
    *   whose residual shares bytes with its output, 3 packs of ~22 us); otherwise the
-   *   residual, channels last, drops to NCHW with the output. */
+   *   residual, channels last, drops to NCHW with the output.
+   * - A MAX_POOL2D's input and output are both channels last or both NCHW (resnet's max
+   *   pool between the stem and layer1: channels last, it needs no pack after it, and the
+   *   first block's residual is channels last). */
   ember_status* status = NULL;
   for (bool changed = true; changed && status == NULL;) {
     changed = false;
     for (uint32_t i = 0; i < plan->num_ops; ++i) {
+      if (plan->ops[i].opcode == EMBER_OP_MAX_POOL2D) {
+        const uint32_t x = ember_plan_op_input(plan, &plan->ops[i], 0);
+        const uint32_t y = ember_plan_op_output(plan, &plan->ops[i], 0);
+        if (executor->channels_last[x] != executor->channels_last[y]) {
+          changed |= drop_channels_last(executor, x);
+          changed |= drop_channels_last(executor, y);
+        }
+        continue;
+      }
       if (plan->ops[i].opcode != EMBER_OP_CONV2D) continue;
       const uint32_t y = ember_plan_op_output(plan, &plan->ops[conv_last_fused(executor, i)], 0);
       const uint32_t r = executor->conv_residual[i] ? residual_input(plan, i) : EMBER_PLAN_NO_INDEX;
@@ -3637,9 +3666,19 @@ static void build_pool2d(ember_cuda_executor* executor, uint32_t i) {
     }
   }
   set_pool2d_index32(&p);
-  ember_cuda_step* step = add_kernel_step(
-      executor, i, EMBER_CUDA_KERNEL_POOL2D + ember_cuda_dtype_index(y->dtype),
-      grid_for_elements(executor, y->numel), &p, sizeof p);
+  /* x and y both channels last (plan_channels_last): a thread per 16 bytes of y. */
+  const bool channels_last = executor->channels_last[ember_plan_op_input(plan, op, 0)];
+  if (channels_last) {
+    p.channels = x->dims[1];
+    ++executor->pools_channels_last;
+  }
+  const uint32_t dtype = ember_cuda_dtype_index(y->dtype);
+  ember_cuda_step* step =
+      channels_last
+          ? add_kernel_step(executor, i, EMBER_CUDA_KERNEL_MAX_POOL2D_NHWC + dtype,
+                            grid_for_vectors(executor, y->nbytes), &p, sizeof p)
+          : add_kernel_step(executor, i, EMBER_CUDA_KERNEL_POOL2D + dtype,
+                            grid_for_elements(executor, y->numel), &p, sizeof p);
   add_ref(executor, step, ember_plan_op_input(plan, op, 0), offsetof(ember_k_pool2d_params, x));
   add_ref(executor, step, ember_plan_op_output(plan, op, 0), offsetof(ember_k_pool2d_params, y));
 }
@@ -4637,6 +4676,7 @@ void ember_cuda_executor_get_info(const ember_executor* base,
   out_info->conv_gemms_nhwc = executor->conv_gemms_nhwc;
   out_info->norm_adds = executor->norm_adds;
   out_info->channels_last_tensors = executor->channels_last_tensors;
+  out_info->pools_channels_last = executor->pools_channels_last;
   out_info->conv_wgmma = uses_conv_wgmma(executor);
   out_info->conv_halo = uses_conv_halo(executor);
   out_info->gemm_wgmmas = executor->gemm_wgmmas;

@@ -56,6 +56,8 @@ typedef struct ember_cuda_executor_info {
   uint32_t fused_residuals;      /* ADDs of a conv's output and a residual done by that kernel */
   uint32_t conv_packs;           /* NCHW -> channels-last copies of those convs' inputs */
   uint32_t channels_last_tensors; /* tensors kept channels last between them: no copy */
+  uint32_t pools_channels_last;   /* MAX_POOL2Ds between such tensors (a stem's max pool),
+                                     reading and writing channels last */
   uint32_t norm_adds;             /* ADDs done by the LAYER_NORM right after them */
   uint32_t gemv_kernels;         /* LINEAR ops of few rows run as the gemv kernel, not cuBLASLt */
   uint32_t gemm_wgmmas;          /* LINEAR ops run with the activation after them (one cuBLASLt

@@ -53,7 +53,8 @@ typedef enum ember_cuda_kernel_id {
   /* sm_90a only (conv_halo), by strip width (128, 224); + dtype index - 1 */
   EMBER_CUDA_KERNEL_CONV_HALO_128 = 69,
   EMBER_CUDA_KERNEL_CONV_HALO_224 = 71,
-  EMBER_CUDA_KERNEL_COUNT = 73,
+  EMBER_CUDA_KERNEL_MAX_POOL2D_NHWC = 73, /* + dtype */
+  EMBER_CUDA_KERNEL_COUNT = 76,
 } ember_cuda_kernel_id;
 
 #define EMBER_CUDA_MODULE_COUNT 15

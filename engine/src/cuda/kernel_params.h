@@ -447,7 +447,9 @@ typedef struct ember_k_im2col_nhwc_params {
 } ember_k_im2col_nhwc_params;
 
 /* ember_pool2d_<dtype>: MAX_POOL2D, AVG_POOL2D and ADAPTIVE_AVG_POOL2D over NCHW planes,
- * one thread per output element, with the CPU reference executor's windows. */
+ * one thread per output element, with the CPU reference executor's windows.
+ * ember_max_pool2d_nhwc_<dtype>: MAX_POOL2D with x and y both channels last (the
+ * executor's plan_channels_last kept them so), a thread per 16 bytes of y. */
 typedef enum ember_k_pool_kind {
   EMBER_K_POOL_MAX = 0,
   EMBER_K_POOL_AVG = 1,
@@ -469,6 +471,9 @@ typedef struct ember_k_pool2d_params {
   uint32_t reserved;
   uint32_t div_mul[2];
   uint32_t div_shift[2];
+  /* ember_max_pool2d_nhwc only: C, x and y being [N, H, W, C] in memory (C a multiple of
+   * 8, both 16-byte aligned, fewer than 2^31 elements each; planes is still N · C). */
+  int64_t channels;
 } ember_k_pool2d_params;
 
 /* ember_copy_bytes: nbytes bytes from x to y (RESHAPE, COPY); the regions do not overlap. */
@@ -671,7 +676,7 @@ EMBER_K_STATIC_ASSERT(sizeof(ember_k_space_to_depth_params) == 2 * 8 + 10 * 4,
                       "space to depth params layout");
 EMBER_K_STATIC_ASSERT(sizeof(ember_k_im2col_nhwc_params) == 16 + 16 * 4 + 2 * 4 * 5,
                       "im2col nhwc params layout");
-EMBER_K_STATIC_ASSERT(sizeof(ember_k_pool2d_params) == 16 + 14 * 8 + 16 + 4 * 4,
+EMBER_K_STATIC_ASSERT(sizeof(ember_k_pool2d_params) == 16 + 14 * 8 + 16 + 4 * 4 + 8,
                       "pool2d params layout");
 EMBER_K_STATIC_ASSERT(sizeof(ember_k_copy_params) == 24, "copy params layout");
 EMBER_K_STATIC_ASSERT(sizeof(ember_k_softmax_params) == 40, "softmax params layout");

@@ -1324,6 +1324,37 @@ def channels_last_cases():
 
 
 
+def pool_channels_last_cases():
+    """MAX_POOL2D between tensors kept channels last (after the other cases, so their
+    seeds stay as they were)."""
+    # resnet's stem, max pool and first block at a smaller size: a 3x3 conv with its RELU,
+    # the 3x3 stride-2 max pool, a block of two convs whose residual is the pool's output.
+    # The pool reads and writes channels last: its input and output stay so (no pack
+    # after it), and the block's residual is channels last.
+    def build_maxpool_block(p):
+        big, small = [2, 8, 192, 192], [2, 8, 96, 96]
+
+        def conv(t, shape, relu):
+            c = p.op(pw.Op.CONV2D, [t, p.const([8, 8, 3, 3], 0.3), p.const([8], 0.2)],
+                     p.tmp(shape), [1, 1, 1, 1, 1, 1, 1])
+            return p.op(pw.Op.RELU, [c], p.tmp(shape)) if relu else c
+
+        stem = conv(p.input(big), big, relu=True)
+        pool = p.op(pw.Op.MAX_POOL2D, [stem], p.tmp(small), [3, 3, 2, 2, 1, 1, 1, 1, 0])
+        s = p.op(pw.Op.ADD, [conv(conv(pool, small, relu=True), small, relu=False), pool],
+                 p.tmp(small))
+        p.op(pw.Op.RELU, [s], p.out(small))
+    yield "conv2d_igemm_maxpool_block", -1.0, 1.0, build_maxpool_block
+
+    # The control: the pool writes the plan's output (NCHW), so it reads NCHW and the conv
+    # before it writes NCHW.
+    def build_maxpool_out(p):
+        shape = [2, 8, 192, 192]
+        c = p.op(pw.Op.CONV2D, [p.input(shape), p.const([8, 8, 3, 3], 0.3), p.const([8], 0.2)],
+                 p.tmp(shape), [1, 1, 1, 1, 1, 1, 1])
+        p.op(pw.Op.MAX_POOL2D, [c], p.out([2, 8, 96, 96]), [3, 3, 2, 2, 1, 1, 1, 1, 0])
+    yield "conv2d_igemm_maxpool_out", -1.0, 1.0, build_maxpool_out
+
 def norm_add_cases():
     """An ADD that the LAYER_NORM after it does (the encoder's post-norm layers); after
     the other cases, so their seeds stay as they were. Rows in registers by a warp (64
@@ -1439,7 +1470,7 @@ def main():
                                    list(bandwidth_cases()) + list(flash_cases()) +
                                    list(fold_cases()) + list(conv_pool_cases()) +
                                    list(channels_last_cases()) + list(norm_add_cases()) +
-                                   list(gemm_wgmma_cases())):
+                                   list(gemm_wgmma_cases()) + list(pool_channels_last_cases())):
         for dtype_name, dtype in dtypes:
             seed += 1
             if dtype_name not in ONLY_DTYPES.get(name, (dtype_name,)):

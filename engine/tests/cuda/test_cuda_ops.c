@@ -350,6 +350,10 @@ static const struct {
      * the input is packed for the two convs that read it. The gemm_block row is the
      * control: its block writes a plan output, so both its convs stay NCHW. */
     {"conv2d_gemm_nhwc_chain_", 0, 5, 2, 4, 2, 5, false, 5},
+    /* The stem conv's RELU output, the max pool's output and the block's inner RELU
+     * (pools_channels_last below); the control: the pool writes the plan's output. */
+    {"conv2d_igemm_maxpool_block_", 3, 0, 1, 3, 1, 3, false, 0},
+    {"conv2d_igemm_maxpool_out_", 1, 0, 0, 0, 1, 0, false, 0},
 };
 
 /* CONV2D cases on the halo kernel (conv_halo.cu) where the executor takes it, and how many
@@ -533,6 +537,17 @@ static void run_op_case(const char* dir, const char* name, double low, double hi
     const uint32_t expected = fold_case && info.conv_wgmma && !ends_with(name, "_f32") ? 1u : 0u;
     EXPECT(info.conv_folds == expected,
            "%s: %u CONV2D read their input space-to-depth, expected %u", name, info.conv_folds,
+           expected);
+  }
+  {
+    /* MAX_POOL2Ds reading and writing channels last: the one between the implicit-GEMM
+     * convs of maxpool_block, in float16 and bfloat16. Every other case with a MAX_POOL2D
+     * is a control: maxpool_out (its output is the plan's), the pool cases (a plan input
+     * or an NCHW intermediate in), dyn_conv (convs too small for the kernel), float32. */
+    const uint32_t expected =
+        strncmp(name, "conv2d_igemm_maxpool_block_", 27) == 0 && !ends_with(name, "_f32") ? 1u : 0u;
+    EXPECT(info.pools_channels_last == expected,
+           "%s: %u MAX_POOL2D channels last, expected %u", name, info.pools_channels_last,
            expected);
   }
   {

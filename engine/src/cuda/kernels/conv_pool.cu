@@ -1,6 +1,7 @@
 /* CONV2D, direct (a thread per output position and block of up to 4 output channels of
  * one group: groups and depthwise need nothing special), and the 2-d pools (MAX, AVG, ADAPTIVE_AVG), NCHW, with the windows of the
- * CPU reference executor (cpu_ops_matmul.c, cpu_ops_normalization.c). */
+ * CPU reference executor (cpu_ops_matmul.c, cpu_ops_normalization.c); MAX_POOL2D also
+ * channels last. */
 #include "kernel_common.cuh"
 
 namespace ember {
@@ -683,6 +684,52 @@ __device__ void max_pool2d_rows(const ember_k_pool2d_params& p) {
   }
 }
 
+/* MAX_POOL2D with x and y channels last, [N, H, W, C] in memory (p.channels = C, a
+ * multiple of 8; both 16-byte aligned; fewer than 2^31 elements each, so 32-bit math): a
+ * thread per 16 bytes of y, kCount adjacent channels of one output position, each window
+ * tap one 16-byte load of the same channels (a warp reads 512 contiguous bytes of one
+ * input pixel row). Each channel takes the taps in max_pool_one's order and rule (a NaN
+ * wins, the first NaN stays; a tap outside the input is skipped, which is what reading
+ * it as -inf does), keeping the winner's bits. */
+template <typename T>
+__device__ void max_pool2d_nhwc(const ember_k_pool2d_params& p) {
+  typedef int32_t I;
+  constexpr int kCount = Vec16<T>::kCount;
+  const uint32_t groups = (uint32_t)p.channels / kCount, ow = (uint32_t)p.ow, oh = (uint32_t)p.oh;
+  const uint32_t total = (uint32_t)(p.planes / p.channels) * oh * ow * groups;
+  const I in_h = (I)p.h, in_w = (I)p.w, kh = (I)p.kh, kw = (I)p.kw;
+  const uint4* x = reinterpret_cast<const uint4*>(p.x);
+  uint4* y = reinterpret_cast<uint4*>(p.y);
+  for (uint32_t i = global_thread32(); i < total; i += global_stride32()) {
+    uint32_t q = i / groups;
+    const uint32_t g = i - q * groups;
+    const uint32_t c = q % ow;
+    q /= ow;
+    const uint32_t r = q % oh, n = q / oh;
+    const I h0 = (I)r * (I)p.stride_h - (I)p.pad_h, w0 = (I)c * (I)p.stride_w - (I)p.pad_w;
+    Vec16<T> best;
+#pragma unroll
+    for (int k = 0; k < kCount; ++k) best.set(k, __int_as_float(0xff800000u)); /* -inf */
+    for (I a = 0; a < kh; ++a) {
+      const I h = h0 + a * (I)p.dilation_h;
+      if (h < 0 || h >= in_h) continue;
+      const uint32_t row = (n * (uint32_t)in_h + (uint32_t)h) * (uint32_t)in_w;
+      for (I b = 0; b < kw; ++b) {
+        const I w = w0 + b * (I)p.dilation_w;
+        if (w < 0 || w >= in_w) continue;
+        Vec16<T> v;
+        v.raw = x[(row + (uint32_t)w) * groups + g];
+#pragma unroll
+        for (int k = 0; k < kCount; ++k) {
+          const float value = best.get(k), tap = v.get(k);
+          if (!(tap <= value || isnan(value))) best.bits[k] = v.bits[k];
+        }
+      }
+    }
+    y[i] = best.raw;
+  }
+}
+
 template <typename T>
 __device__ void pool2d(const ember_k_pool2d_params& p) {
   if (p.index32 && p.kind == EMBER_K_POOL_MAX) {
@@ -787,4 +834,5 @@ EMBER_K_FOR_EACH_DTYPE(ember_conv2d, ember::conv2d, ember_k_conv2d_params)
   }
 
 EMBER_K_FOR_EACH_DTYPE_BLOCKS(ember_pool2d, ember::pool2d, ember_k_pool2d_params, 8)
+EMBER_K_FOR_EACH_DTYPE_BLOCKS(ember_max_pool2d_nhwc, ember::max_pool2d_nhwc, ember_k_pool2d_params, 8)
 EMBER_K_FOR_EACH_DTYPE_BLOCKS(ember_im2col, ember::im2col, ember_k_im2col_params, 4)
