@@ -684,22 +684,57 @@ __device__ void max_pool2d_rows(const ember_k_pool2d_params& p) {
   }
 }
 
+/* One word of a running max and a tap's word of the same elements: the max by "tap >
+ * max ? tap : max" (max_pool2d_rows' rule, the exact one without a NaN), two elements at
+ * once on their packed bits for float16 and bfloat16. Sets nan when the tap holds one. */
+template <typename T>
+__device__ __forceinline__ uint32_t max_word(uint32_t acc, uint32_t tap, bool& nan) {
+  if constexpr (sizeof(T) == 2) {
+    const typename Pair<T>::type pair = as_pair<T>(tap);
+    nan = nan || !__hbeq2(pair, pair);
+    const uint32_t take = __hgt2_mask(pair, as_pair<T>(acc));
+    return (tap & take) | (acc & ~take);
+  } else {
+    const float value = __uint_as_float(tap);
+    nan = nan || isnan(value);
+    return value > __uint_as_float(acc) ? tap : acc;
+  }
+}
+
+/* best = the larger of best and tap, element by element, by max_pool_one's rule (a NaN
+ * wins, the first NaN stays), keeping the winner's bits. */
+template <typename T>
+__device__ __forceinline__ void max_exact(Vec16<T>& best, const uint4& tap) {
+  Vec16<T> v;
+  v.raw = tap;
+#pragma unroll
+  for (int k = 0; k < Vec16<T>::kCount; ++k) {
+    const float value = best.get(k);
+    if (!(v.get(k) <= value || isnan(value))) best.bits[k] = v.bits[k];
+  }
+}
+
 /* MAX_POOL2D with x and y channels last, [N, H, W, C] in memory (p.channels = C, a
  * multiple of 8; both 16-byte aligned; fewer than 2^31 elements each, so 32-bit math): a
  * thread per 16 bytes of y, kCount adjacent channels of one output position, each window
  * tap one 16-byte load of the same channels (a warp reads 512 contiguous bytes of one
- * input pixel row). Each channel takes the taps in max_pool_one's order and rule (a NaN
- * wins, the first NaN stays; a tap outside the input is skipped, which is what reading
- * it as -inf does), keeping the winner's bits. */
-template <typename T>
-__device__ void max_pool2d_nhwc(const ember_k_pool2d_params& p) {
+ * input pixel row). A tap outside the input reads as -inf, which no rule below takes.
+ * K > 0: K x K windows of dilation 1, every tap loaded before any is compared, then
+ * compared a word at a time (max_word); a window holding a NaN is done again, element by
+ * element, by max_pool_one's rule (max_exact). Element by element throughout, resnet18
+ * b64's pool was issue-bound at 61 us. K == 0: any window, tap by tap, max_exact. */
+template <typename T, int K>
+__device__ void max_pool2d_nhwc_windows(const ember_k_pool2d_params& p) {
   typedef int32_t I;
   constexpr int kCount = Vec16<T>::kCount;
   const uint32_t groups = (uint32_t)p.channels / kCount, ow = (uint32_t)p.ow, oh = (uint32_t)p.oh;
   const uint32_t total = (uint32_t)(p.planes / p.channels) * oh * ow * groups;
-  const I in_h = (I)p.h, in_w = (I)p.w, kh = (I)p.kh, kw = (I)p.kw;
+  const I in_h = (I)p.h, in_w = (I)p.w;
   const uint4* x = reinterpret_cast<const uint4*>(p.x);
   uint4* y = reinterpret_cast<uint4*>(p.y);
+  Vec16<T> neg_inf;
+#pragma unroll
+  for (int k = 0; k < kCount; ++k) neg_inf.set(k, __int_as_float(0xff800000u));
   for (uint32_t i = global_thread32(); i < total; i += global_stride32()) {
     uint32_t q = i / groups;
     const uint32_t g = i - q * groups;
@@ -707,26 +742,56 @@ __device__ void max_pool2d_nhwc(const ember_k_pool2d_params& p) {
     q /= ow;
     const uint32_t r = q % oh, n = q / oh;
     const I h0 = (I)r * (I)p.stride_h - (I)p.pad_h, w0 = (I)c * (I)p.stride_w - (I)p.pad_w;
-    Vec16<T> best;
+    /* Vector index of tap (0, 0), inside the input or not. */
+    const I corner = (((I)n * in_h + h0) * in_w + w0) * (I)groups + (I)g;
+    Vec16<T> best = neg_inf;
+    if constexpr (K > 0) {
+      uint4 taps[K * K];
 #pragma unroll
-    for (int k = 0; k < kCount; ++k) best.set(k, __int_as_float(0xff800000u)); /* -inf */
-    for (I a = 0; a < kh; ++a) {
-      const I h = h0 + a * (I)p.dilation_h;
-      if (h < 0 || h >= in_h) continue;
-      const uint32_t row = (n * (uint32_t)in_h + (uint32_t)h) * (uint32_t)in_w;
-      for (I b = 0; b < kw; ++b) {
-        const I w = w0 + b * (I)p.dilation_w;
-        if (w < 0 || w >= in_w) continue;
-        Vec16<T> v;
-        v.raw = x[(row + (uint32_t)w) * groups + g];
+      for (int a = 0; a < K; ++a) {
+        const bool row_inside = (uint32_t)(h0 + a) < (uint32_t)in_h;
 #pragma unroll
-        for (int k = 0; k < kCount; ++k) {
-          const float value = best.get(k), tap = v.get(k);
-          if (!(tap <= value || isnan(value))) best.bits[k] = v.bits[k];
+        for (int b = 0; b < K; ++b) {
+          const bool inside = row_inside && (uint32_t)(w0 + b) < (uint32_t)in_w;
+          taps[a * K + b] = inside ? x[corner + (a * in_w + b) * (I)groups] : neg_inf.raw;
+        }
+      }
+      bool nan = false;
+      uint4 acc = neg_inf.raw;
+#pragma unroll
+      for (int t = 0; t < K * K; ++t) {
+        acc.x = max_word<T>(acc.x, taps[t].x, nan);
+        acc.y = max_word<T>(acc.y, taps[t].y, nan);
+        acc.z = max_word<T>(acc.z, taps[t].z, nan);
+        acc.w = max_word<T>(acc.w, taps[t].w, nan);
+      }
+      if (!nan) {
+        best.raw = acc;
+      } else {
+#pragma unroll
+        for (int t = 0; t < K * K; ++t) max_exact<T>(best, taps[t]);
+      }
+    } else {
+      for (I a = 0; a < (I)p.kh; ++a) {
+        const I h = h0 + a * (I)p.dilation_h;
+        if ((uint32_t)h >= (uint32_t)in_h) continue;
+        for (I b = 0; b < (I)p.kw; ++b) {
+          const I w = w0 + b * (I)p.dilation_w;
+          if ((uint32_t)w >= (uint32_t)in_w) continue;
+          max_exact<T>(best, x[corner + (a * (I)p.dilation_h * in_w + b * (I)p.dilation_w) * (I)groups]);
         }
       }
     }
     y[i] = best.raw;
+  }
+}
+
+template <typename T>
+__device__ void max_pool2d_nhwc(const ember_k_pool2d_params& p) {
+  if (p.kh == 3 && p.kw == 3 && p.dilation_h == 1 && p.dilation_w == 1) {
+    max_pool2d_nhwc_windows<T, 3>(p); /* resnet's */
+  } else {
+    max_pool2d_nhwc_windows<T, 0>(p);
   }
 }
 
@@ -834,5 +899,6 @@ EMBER_K_FOR_EACH_DTYPE(ember_conv2d, ember::conv2d, ember_k_conv2d_params)
   }
 
 EMBER_K_FOR_EACH_DTYPE_BLOCKS(ember_pool2d, ember::pool2d, ember_k_pool2d_params, 8)
-EMBER_K_FOR_EACH_DTYPE_BLOCKS(ember_max_pool2d_nhwc, ember::max_pool2d_nhwc, ember_k_pool2d_params, 8)
+/* The pool over channels-last tensors holds its 9 taps' 16-byte loads at once: 4 blocks. */
+EMBER_K_FOR_EACH_DTYPE_BLOCKS(ember_max_pool2d_nhwc, ember::max_pool2d_nhwc, ember_k_pool2d_params, 4)
 EMBER_K_FOR_EACH_DTYPE_BLOCKS(ember_im2col, ember::im2col, ember_k_im2col_params, 4)
