@@ -21,7 +21,7 @@
 #define EMBER_CUDA_ALIGNMENT 256u
 /* The most GEMM workspace a heuristic may ask for (what NVIDIA suggests for Hopper). */
 #define EMBER_CUDA_MAX_WORKSPACE (32u << 20)
-#define EMBER_CUDA_MAX_PARAMS 768u
+#define EMBER_CUDA_MAX_PARAMS 512u
 _Static_assert(sizeof(ember_k_conv_halo_params) <= EMBER_CUDA_MAX_PARAMS &&
                    sizeof(ember_k_gemm_wgmma_params) <= EMBER_CUDA_MAX_PARAMS,
                "the largest kernel parameters fit a step's");
@@ -128,7 +128,6 @@ typedef struct ember_cuda_executor {
   uint32_t conv_wgmmas; /* of those, on the wgmma kernel */
   uint32_t conv_folds;  /* of those, reading their input space-to-depth */
   uint32_t conv_halos;  /* of those, on the halo kernel */
-  uint32_t conv_halo_tma_stores; /* of those, storing through the tensor copy */
   uint32_t conv_residuals;
   /* Per op: a CONV2D too small for the implicit-GEMM kernel that runs as im2col from
    * channels last + cuBLASLt with its output channels last (plan_channels_last decides,
@@ -1116,47 +1115,29 @@ static ember_status* encode_gemm_wgmma_maps(const ember_cuda_driver* driver,
                           CU_TENSOR_MAP_SWIZZLE_128B, "cuTensorMapEncodeTiled(LINEAR weight)");
 }
 
-/* One 4-D tensor map of a channels-last tensor [n, h, w, c] of 2-byte elements at
- * `address`, boxes of 64 channels x box_w x box_h x 1 image with the 128-byte swizzle,
- * zeros outside (what conv_halo.cu reads and writes). */
-static ember_status* encode_channels_last_map(const ember_cuda_driver* driver, uint64_t* out,
-                                              uint64_t address, int64_t n, int64_t h, int64_t w,
-                                              int64_t c, uint32_t box_w, uint32_t box_h,
-                                              const char* what) {
-  const cuuint64_t dims[4] = {(cuuint64_t)c, (cuuint64_t)w, (cuuint64_t)h, (cuuint64_t)n};
-  const cuuint64_t strides[3] = {dims[0] * 2u, dims[0] * 2u * dims[1], dims[0] * 2u * dims[1] * dims[2]};
-  const cuuint32_t box[4] = {64, box_w, box_h, 1};
-  const cuuint32_t element_strides[4] = {1, 1, 1, 1};
-  CUtensorMap map;
-  CUresult result = driver->cuTensorMapEncodeTiled(
-      &map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 4, (void*)(uintptr_t)address, dims, strides, box,
-      element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (result != CUDA_SUCCESS) return ember_cuda_status(driver, result, what);
-  memcpy(out, &map, sizeof map);
-  return NULL;
-}
-
 /* The halo kernel's maps: x [n, h, w, c] channels last, boxes of 64 channels x pitch x
  * (rows + KH - 1) x 1 image; the implicit GEMM's weights [o][k_stride], boxes of 64 x
- * 64·groups; with tma_store, y and the residual [n, oh, ow, o], boxes of 64 x pitch x
- * rows x 1. All with the 128-byte swizzle and zeros outside (what conv_halo.cu reads). */
+ * 64·groups. Both with the 128-byte swizzle and zeros outside (what conv_halo.cu reads). */
 static ember_status* encode_conv_halo_maps(const ember_cuda_driver* driver,
                                            ember_k_conv_halo_params* p) {
   const ember_k_conv_igemm_params* c = &p->conv;
-  EMBER_RETURN_IF_ERROR(encode_channels_last_map(
-      driver, p->x_map, c->x, p->images, c->h, c->w_in, c->c, (uint32_t)p->pitch,
-      (uint32_t)(p->halo_box_bytes / 128 / p->pitch), "cuTensorMapEncodeTiled(CONV2D x halo)"));
-  if (p->tma_store) {
-    EMBER_RETURN_IF_ERROR(encode_channels_last_map(driver, p->y_map, c->y, p->images, c->oh, c->ow,
-                                                   c->o, (uint32_t)p->pitch, (uint32_t)p->rows,
-                                                   "cuTensorMapEncodeTiled(CONV2D y)"));
-    if (c->has_residual) {
-      EMBER_RETURN_IF_ERROR(encode_channels_last_map(
-          driver, p->r_map, c->residual, p->images, c->oh, c->ow, c->o, (uint32_t)p->pitch,
-          (uint32_t)p->rows, "cuTensorMapEncodeTiled(CONV2D residual)"));
-    }
+  const cuuint64_t channels = (cuuint64_t)c->c;
+  const cuuint64_t dims[4] = {channels, (cuuint64_t)c->w_in, (cuuint64_t)c->h,
+                              (cuuint64_t)p->images};
+  const cuuint64_t strides[3] = {channels * 2u, channels * 2u * (cuuint64_t)c->w_in,
+                                 channels * 2u * (cuuint64_t)c->w_in * (cuuint64_t)c->h};
+  const cuuint32_t box[4] = {64, (cuuint32_t)p->pitch,
+                             (cuuint32_t)(p->halo_box_bytes / 128 / p->pitch), 1};
+  const cuuint32_t element_strides[4] = {1, 1, 1, 1};
+  CUtensorMap map;
+  CUresult result = driver->cuTensorMapEncodeTiled(
+      &map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 4, (void*)(uintptr_t)c->x, dims, strides, box,
+      element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (result != CUDA_SUCCESS) {
+    return ember_cuda_status(driver, result, "cuTensorMapEncodeTiled(CONV2D x halo)");
   }
+  memcpy(p->x_map, &map, sizeof map);
   return encode_tiled_map(driver, p->w_map, c->w, c->o, c->k_stride, 64,
                           (uint32_t)(64 * p->groups), CU_TENSOR_MAP_SWIZZLE_128B,
                           "cuTensorMapEncodeTiled(CONV2D weight)");
@@ -3451,11 +3432,6 @@ static ember_status* build_conv2d_igemm(ember_cuda_executor* executor, uint32_t 
     hp.halo_stages = (int32_t)halo.halo_stages;
     hp.halo_bytes = (int32_t)halo.halo_bytes, hp.halo_box_bytes = (int32_t)halo.halo_box_bytes;
     hp.w_stages = (int32_t)halo.w_stages, hp.tiles = (int32_t)halo.tiles;
-    /* A channels-last y (and residual) goes through the tensor copy, when its box of a
-     * strip (rows x pitch positions) fits the epilogue tile of n. */
-    hp.tma_store = (p.layout & EMBER_K_CONV_IGEMM_Y_CHANNELS_LAST) != 0 &&
-                   (!p.has_residual || (p.layout & EMBER_K_CONV_IGEMM_RESIDUAL_CHANNELS_LAST) != 0) &&
-                   halo.rows * halo.pitch <= halo.n;
     /* One block an SM (its 384 threads take the whole register file), each looping over
      * tiles, so that its copies for the next tile run under this one's MMAs and epilogue. */
     const int64_t grid = halo.tiles < executor->sm_count ? halo.tiles : executor->sm_count;
@@ -3468,7 +3444,6 @@ static ember_status* build_conv2d_igemm(ember_cuda_executor* executor, uint32_t 
     step->tensor_maps = TENSOR_MAPS_CONV_HALO;
     base = (uint32_t)offsetof(ember_k_conv_halo_params, conv);
     ++executor->conv_halos;
-    if (hp.tma_store) ++executor->conv_halo_tma_stores;
   } else {
     const unsigned int bm = (unsigned int)conv_igemm_bm(p.o);
     const uint32_t kernel = !wgmma ? EMBER_CUDA_KERNEL_CONV_IGEMM
@@ -4700,7 +4675,6 @@ void ember_cuda_executor_get_info(const ember_executor* base,
   out_info->conv_wgmmas = executor->conv_wgmmas;
   out_info->conv_folds = executor->conv_folds;
   out_info->conv_halos = executor->conv_halos;
-  out_info->conv_halo_tma_stores = executor->conv_halo_tma_stores;
   out_info->conv_packs = executor->conv_packs;
   out_info->conv_gemms_nhwc = executor->conv_gemms_nhwc;
   out_info->norm_adds = executor->norm_adds;

@@ -616,13 +616,7 @@ typedef struct ember_k_gemm_wgmma_params {
  * Dynamic shared memory: the halo ring (halo_stages x strips_per_block x halo_bytes), the
  * weight ring (w_stages x groups·64 rows of 128 bytes), the epilogue's two tiles (n x
  * (64 + 8) elements each), the barriers (EMBER_K_CONV_HALO_BARRIER_BYTES), and 1 KB to
- * align it to the swizzle's 1024 bytes (cuda_executor.c conv_halo_plan_of).
- * tma_store (y channels last, any residual channels last too): the epilogue writes its
- * tile as a box of y_map (64 channels x pitch x rows x 1, the 128-byte swizzle: n x 128
- * bytes of each consumer's tile, which past the box it leaves unused) and the tensor
- * copy stores it, clipping what falls past y's end (positions with ow >= OW, rows past
- * OH), while the consumer goes on to its next tile; the residual's box of the same
- * coordinates (r_map) is copied into that tile under the tile's MMAs. */
+ * align it to the swizzle's 1024 bytes (cuda_executor.c conv_halo_plan_of). */
 #define EMBER_K_CONV_HALO_THREADS 384
 #define EMBER_K_CONV_HALO_MAX_W_STAGES 8
 #define EMBER_K_CONV_HALO_BARRIER_BYTES 256
@@ -643,11 +637,7 @@ typedef struct ember_k_conv_halo_params {
   int32_t halo_bytes; /* one strip's halo buffer: its rows in whole KB */
   int32_t halo_box_bytes; /* what one halo copy delivers: (rows + KH - 1) · pitch · 128 */
   int32_t tiles;
-  int32_t tma_store; /* 1: the epilogue stores through y_map (above) */
-  int32_t reserved;
-  /* tma_store only: y and the residual [n, oh, ow, o], boxes of 64 x pitch x rows x 1 */
-  EMBER_K_ALIGNAS(64) uint64_t y_map[16];
-  uint64_t r_map[16];
+  int32_t reserved[2];
 } ember_k_conv_halo_params;
 
 /* The layouts above must be the same for gcc and nvcc: fixed-width fields, no padding. */
@@ -696,9 +686,8 @@ EMBER_K_STATIC_ASSERT(sizeof(ember_k_gemv_params) == 64, "gemv params layout");
 EMBER_K_STATIC_ASSERT(sizeof(ember_k_gemm_wgmma_params) == 2 * 128 + 4 * 8 + 8 * 4,
                       "gemm wgmma params layout");
 EMBER_K_STATIC_ASSERT(offsetof(ember_k_gemm_wgmma_params, w_map) == 128, "gemm wgmma maps");
-EMBER_K_STATIC_ASSERT(sizeof(ember_k_conv_halo_params) == 2 * 128 + 128 + 16 * 4 + 2 * 128,
+EMBER_K_STATIC_ASSERT(sizeof(ember_k_conv_halo_params) == 2 * 128 + 128 + 16 * 4,
                       "conv halo params layout");
 EMBER_K_STATIC_ASSERT(offsetof(ember_k_conv_halo_params, conv) == 256, "conv halo maps");
-EMBER_K_STATIC_ASSERT(offsetof(ember_k_conv_halo_params, y_map) == 448, "conv halo store maps");
 
 #endif /* EMBER_SRC_CUDA_KERNEL_PARAMS_H_ */

@@ -1355,28 +1355,6 @@ def pool_channels_last_cases():
         p.op(pw.Op.MAX_POOL2D, [c], p.out([2, 8, 96, 96]), [3, 3, 2, 2, 1, 1, 1, 1, 0])
     yield "conv2d_igemm_maxpool_out", -1.0, 1.0, build_maxpool_out
 
-    # Two resnet blocks of 64 channels on the halo kernel, then a global average pool
-    # (which reads channels last): every conv's output stays channels last, so the
-    # epilogue stores through the tensor copy, with the block's residual copied in the
-    # same way in the second block (the first block's residual is x, NCHW: the plain
-    # epilogue). N 128: 19 rows in strips of 4, so the last strip's last row falls past
-    # the image (clipped); 3 images of 5 strips, two strips a tile: the last tile's second
-    # strip lies past the last image.
-    def build_halo_chain(p):
-        shape = [3, 64, 19, 28]
-        t = p.input(shape)
-        for block in range(2):
-            x = t
-            for k in range(2):
-                t = p.op(pw.Op.CONV2D, [t, p.const([64, 64, 3, 3], 0.1), p.const([64], 0.2)],
-                         p.tmp(shape), [1, 1, 1, 1, 1, 1, 1])
-                if k == 0:
-                    t = p.op(pw.Op.RELU, [t], p.tmp(shape))
-            s = p.op(pw.Op.ADD, [t, x], p.tmp(shape))
-            t = p.op(pw.Op.RELU, [s], p.tmp(shape))
-        p.op(pw.Op.REDUCE_MEAN, [t], p.out([3, 64, 1, 1]), [0b1100, 1])
-    yield "conv2d_halo_chain", -1.0, 1.0, build_halo_chain
-
 def norm_add_cases():
     """An ADD that the LAYER_NORM after it does (the encoder's post-norm layers); after
     the other cases, so their seeds stay as they were. Rows in registers by a warp (64

@@ -131,48 +131,6 @@ __device__ __forceinline__ void store_halo_tile_nchw(const ember_k_conv_halo_par
   }
 }
 
-/* The tma_store epilogue of a consumer warpgroup (named barrier `barrier`, 128 threads):
- * its accumulators (conv_halo's fragment layout) biased and rounded, the residual (when
- * `residual_bar` is not 0: its box landed in the tile, phase `parity`) added and rounded,
- * the ReLU applied, as finish_with does, written into its tile as the y box's 128-byte
- * rows (position f = r·pitch + ow, 8-channel chunk j at j ^ (f % 8): the 128-byte
- * swizzle), then stored by the leader (`store`) as one tensor copy that clips what falls
- * outside y. The warpgroup goes on without waiting for it; the leader waits for the
- * copy's reads before the tile is written again (conv_halo, under the next tile's MMAs). */
-template <typename T, int N>
-__device__ __forceinline__ void store_halo_tile_tma(const ember_k_conv_halo_params& hp,
-                                                    const float (&acc)[N / 2], float bias0,
-                                                    float bias1, uint16_t* tile,
-                                                    uint32_t tile_address, int barrier,
-                                                    uint32_t residual_bar, uint32_t parity,
-                                                    bool store, int o0, int oh0, int n) {
-  const ember_k_conv_igemm_params& p = hp.conv;
-  const int lane = threadIdx.x & 31, channel = 16 * ((threadIdx.x >> 5) & 3) + (lane >> 2);
-  const int box = hp.rows * hp.pitch;
-  if (residual_bar != 0) mbarrier_wait(residual_bar, parity);
-  /* Every thread past the leader's wait for the last store's reads. */
-  asm volatile("bar.sync %0, 128;\n" ::"r"(barrier) : "memory");
-#pragma unroll
-  for (int j = 0; j < N / 8; ++j) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int f = 8 * j + 2 * (lane & 3) + (e & 1), ch = channel + (e >> 1) * 8;
-      if (f >= box) continue;
-      const int at = f * 64 + ((((ch >> 3) ^ (f & 7)) << 3) | (ch & 7));
-      float value = Bits<T>::to_float(Bits<T>::from_float(acc[4 * j + e] + (e < 2 ? bias0 : bias1)));
-      if (residual_bar != 0) value += Bits<T>::to_float(tile[at]);
-      if (p.relu) value = value < 0.0f ? 0.0f : value;
-      tile[at] = Bits<T>::from_float(value);
-    }
-  }
-  fence_proxy_async();
-  asm volatile("bar.sync %0, 128;\n" ::"r"(barrier) : "memory");
-  if (store) {
-    tma_store_4d(hp.y_map, tile_address, o0, 0, oh0, n);
-    bulk_commit_group();
-  }
-}
-
 template <typename T, int N>
 __device__ __forceinline__ void conv_halo(const ember_k_conv_halo_params& hp, uint8_t* smem) {
   const ember_k_conv_igemm_params& p = hp.conv;
@@ -192,11 +150,7 @@ __device__ __forceinline__ void conv_halo(const ember_k_conv_halo_params& hp, ui
   auto w_empty = [&](int s) {
     return bars + (uint32_t)(8 * (4 + EMBER_K_CONV_HALO_MAX_W_STAGES + s));
   };
-  /* tma_store with a residual: consumer g's residual box has landed in its tile. */
-  auto residual_full = [&](int g) {
-    return bars + (uint32_t)(8 * (4 + 2 * EMBER_K_CONV_HALO_MAX_W_STAGES + g));
-  };
-  static_assert(8 * (6 + 2 * EMBER_K_CONV_HALO_MAX_W_STAGES) <= EMBER_K_CONV_HALO_BARRIER_BYTES,
+  static_assert(8 * (4 + 2 * EMBER_K_CONV_HALO_MAX_W_STAGES) <= EMBER_K_CONV_HALO_BARRIER_BYTES,
                 "the barriers fit");
   if (tid == 0) {
     for (int s = 0; s < hp.halo_stages; ++s) {
@@ -207,8 +161,6 @@ __device__ __forceinline__ void conv_halo(const ember_k_conv_halo_params& hp, ui
       mbarrier_init(w_full(s), 1);
       mbarrier_init(w_empty(s), kHaloConsumerWarps);
     }
-    mbarrier_init(residual_full(0), 1);
-    mbarrier_init(residual_full(1), 1);
     fence_mbarrier_init();
   }
   __syncthreads();
@@ -259,14 +211,10 @@ __device__ __forceinline__ void conv_halo(const ember_k_conv_halo_params& hp, ui
   const int g = warpgroup - 1, warp = (tid >> 5) & 3, lane = tid & 31;
   const int strip_index = hp.strips_per_block == 2 ? g : 0;
   const int group = hp.groups == 2 ? g : 0;
-  /* tma_store: the tile is n rows of 128 bytes from a 1024-byte boundary (n·128 apart),
-   * swizzled as the tensor copy reads it; else n rows of OUT_STRIDE elements. */
-  const uint32_t tile_address =
-      out_tiles + (uint32_t)g * (hp.tma_store ? N * 128u : N * EMBER_K_CONV_HALO_OUT_STRIDE * 2u);
-  uint16_t* tile_out = reinterpret_cast<uint16_t*>(smem + (tile_address - ring));
+  uint16_t* tile_out = reinterpret_cast<uint16_t*>(smem + (out_tiles - ring)) +
+                       g * N * EMBER_K_CONV_HALO_OUT_STRIDE;
   const int channel = 16 * warp + (lane >> 2);
-  const bool leader = (tid & 127) == 0; /* issues this warpgroup's tensor stores */
-  uint32_t halo_use = 0, w_use = 0, residual_use = 0;
+  uint32_t halo_use = 0, w_use = 0;
   for (uint32_t tile = first_tile; tile < tiles; tile += tile_step) {
     float acc[N / 2];
 #pragma unroll
@@ -275,9 +223,6 @@ __device__ __forceinline__ void conv_halo(const ember_k_conv_halo_params& hp, ui
     const int first_strip = (int)(tile / (uint32_t)p.o_tiles) * hp.strips_per_block;
     const int o0 = ((int)(tile % (uint32_t)p.o_tiles) * hp.groups + group) * 64;
     const float bias0 = conv_bias<T>(p, o0 + channel), bias1 = conv_bias<T>(p, o0 + channel + 8);
-    const int strip = first_strip + strip_index, n = strip / hp.strips;
-    const int oh0 = (strip - n * hp.strips) * hp.rows;
-    const bool residual_copy = hp.tma_store && p.has_residual && n < hp.images;
     int w_held = -1, halo_held = -1; /* stages this warpgroup's MMAs may still read */
     for (int c = 0; c < hp.chunks; ++c, ++halo_use) {
       const int hs = (int)(halo_use % (uint32_t)hp.halo_stages);
@@ -295,15 +240,6 @@ __device__ __forceinline__ void conv_halo(const ember_k_conv_halo_params& hp, ui
           wgmma_mma<T, N>(acc, wgmma_descriptor(a + kk * 32), wgmma_descriptor(b + kk * 32));
         }
         wgmma_commit();
-        if (c == 0 && t == 0 && leader && hp.tma_store) {
-          /* Under the tile's first MMAs: once the last tile's store has read the tile, the
-           * residual's box into it. */
-          bulk_wait_read_all();
-          if (residual_copy) {
-            mbarrier_expect_tx(residual_full(g), (uint32_t)(hp.rows * hp.pitch * 128));
-            tma_load_4d(tile_address, hp.r_map, o0, 0, oh0, n, residual_full(g));
-          }
-        }
         wgmma_wait<1>(); /* the MMAs before these have read their stages */
         if (lane == 0) {
           if (w_held >= 0) mbarrier_arrive(w_empty(w_held));
@@ -321,13 +257,6 @@ __device__ __forceinline__ void conv_halo(const ember_k_conv_halo_params& hp, ui
       mbarrier_arrive(halo_empty(halo_held));
     }
 
-    if (hp.tma_store) {
-      store_halo_tile_tma<T, N>(hp, acc, bias0, bias1, tile_out, tile_address, g + 2,
-                                residual_copy ? residual_full(g) : 0u, residual_use & 1u,
-                                leader && n < hp.images, o0, oh0, n);
-      if (residual_copy) ++residual_use;
-      continue;
-    }
     /* Accumulator 4j + e: channel 16·warp + lane / 4 (+8 for e >= 2), position
      * 8j + 2·(lane % 4) + e % 2. Into this warpgroup's own tile, once all its threads
      * have stored the previous tile's (its barrier: 2 or 3; 0 is __syncthreads'):
@@ -359,12 +288,11 @@ __device__ __forceinline__ void conv_halo(const ember_k_conv_halo_params& hp, ui
     }
     asm volatile("bar.sync %0, 128;\n" ::"r"(g + 2) : "memory");
     if (p.layout & EMBER_K_CONV_IGEMM_Y_CHANNELS_LAST) {
-      store_halo_tile<T>(hp, tile_out, strip, o0);
+      store_halo_tile<T>(hp, tile_out, first_strip + strip_index, o0);
     } else {
-      store_halo_tile_nchw<T, N>(hp, tile_out, strip, o0);
+      store_halo_tile_nchw<T, N>(hp, tile_out, first_strip + strip_index, o0);
     }
   }
-  if (leader && hp.tma_store) bulk_wait_all(); /* the last store done before the block ends */
 }
 
 template <typename T, int N>

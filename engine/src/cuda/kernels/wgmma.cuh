@@ -172,30 +172,6 @@ __device__ __forceinline__ void tma_load_4d(uint32_t dst, const void* map, int c
       : "memory");
 }
 
-/* The box at coordinates (c0: innermost, c1, c2, c3) of the 4-D tensor map `map` from
- * shared memory at src (laid out as tma_load_4d writes it), as one bulk group of this
- * thread's (bulk_commit_group); elements past the tensor's end are not written. The
- * thread's generic-proxy writes to src must be made visible first (fence_proxy_async). */
-__device__ __forceinline__ void tma_store_4d(const void* map, uint32_t src, int c0, int c1, int c2,
-                                             int c3) {
-  asm volatile(
-      "cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];\n" ::"l"(
-          map),
-      "r"(src), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
-      : "memory");
-}
-__device__ __forceinline__ void bulk_commit_group() {
-  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
-}
-/* This thread's bulk groups have read their shared memory (it may be written again). */
-__device__ __forceinline__ void bulk_wait_read_all() {
-  asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
-}
-/* This thread's bulk groups are complete (their writes done). */
-__device__ __forceinline__ void bulk_wait_all() {
-  asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
-}
-
 /* tma_load_2d into the same offset of shared memory, and the same barrier, in every
  * block of the cluster that `mask` names (bit r: the block of rank r). */
 __device__ __forceinline__ void tma_load_2d_multicast(uint32_t dst, const void* map, int c0,
