@@ -1330,9 +1330,10 @@ def pool_channels_last_cases():
     # resnet's stem, max pool and first block at a smaller size: a 3x3 conv with its RELU,
     # the 3x3 stride-2 max pool, a block of two convs whose residual is the pool's output.
     # The pool reads and writes channels last: its input and output stay so (no pack
-    # after it), and the block's residual is channels last.
+    # after it), and the block's residual is channels last. 95 x 95 outputs: the pool's
+    # 2 x 2 blocks of outputs at the right and bottom edges hold one row or column.
     def build_maxpool_block(p):
-        big, small = [2, 8, 192, 192], [2, 8, 96, 96]
+        big, small = [2, 8, 190, 190], [2, 8, 95, 95]
 
         def conv(t, shape, relu):
             c = p.op(pw.Op.CONV2D, [t, p.const([8, 8, 3, 3], 0.3), p.const([8], 0.2)],
@@ -1354,6 +1355,19 @@ def pool_channels_last_cases():
                  p.tmp(shape), [1, 1, 1, 1, 1, 1, 1])
         p.op(pw.Op.MAX_POOL2D, [c], p.out([2, 8, 96, 96]), [3, 3, 2, 2, 1, 1, 1, 1, 0])
     yield "conv2d_igemm_maxpool_out", -1.0, 1.0, build_maxpool_out
+
+    # The pool's other forms between two convs: a 3 x 3 window of stride 1 (its taps
+    # loaded at once) and a 2 x 2 window of stride 2 (tap by tap).
+    for name, window, stride, pad, out in (("s1", 3, 1, 1, 192), ("k2", 2, 2, 0, 96)):
+        def build_maxpool_form(p, window=window, stride=stride, pad=pad, out=out):
+            shape = [2, 8, 192, 192]
+            c = p.op(pw.Op.CONV2D, [p.input(shape), p.const([8, 8, 3, 3], 0.3), p.const([8], 0.2)],
+                     p.tmp(shape), [1, 1, 1, 1, 1, 1, 1])
+            m = p.op(pw.Op.MAX_POOL2D, [c], p.tmp([2, 8, out, out]),
+                     [window, window, stride, stride, pad, pad, 1, 1, 0])
+            p.op(pw.Op.CONV2D, [m, p.const([8, 8, 3, 3], 0.3), p.const([8], 0.2)],
+                 p.out([2, 8, out, out]), [1, 1, 1, 1, 1, 1, 1])
+        yield f"conv2d_igemm_maxpool_{name}", -1.0, 1.0, build_maxpool_form
 
 def norm_add_cases():
     """An ADD that the LAYER_NORM after it does (the encoder's post-norm layers); after

@@ -354,6 +354,9 @@ static const struct {
      * (pools_channels_last below); the control: the pool writes the plan's output. */
     {"conv2d_igemm_maxpool_block_", 3, 0, 1, 3, 1, 3, false, 0},
     {"conv2d_igemm_maxpool_out_", 1, 0, 0, 0, 1, 0, false, 0},
+    /* The first conv's output and the pool's. */
+    {"conv2d_igemm_maxpool_s1_", 2, 0, 0, 0, 1, 2, false, 0},
+    {"conv2d_igemm_maxpool_k2_", 2, 0, 0, 0, 1, 2, false, 0},
 };
 
 /* CONV2D cases on the halo kernel (conv_halo.cu) where the executor takes it, and how many
@@ -541,11 +544,13 @@ static void run_op_case(const char* dir, const char* name, double low, double hi
   }
   {
     /* MAX_POOL2Ds reading and writing channels last: the one between the implicit-GEMM
-     * convs of maxpool_block, in float16 and bfloat16. Every other case with a MAX_POOL2D
-     * is a control: maxpool_out (its output is the plan's), the pool cases (a plan input
-     * or an NCHW intermediate in), dyn_conv (convs too small for the kernel), float32. */
-    const uint32_t expected =
-        strncmp(name, "conv2d_igemm_maxpool_block_", 27) == 0 && !ends_with(name, "_f32") ? 1u : 0u;
+     * convs of the maxpool cases (3 x 3 of stride 2 or 1, 2 x 2), in float16 and
+     * bfloat16. Every other case with a MAX_POOL2D is a control: maxpool_out (its output
+     * is the plan's), the pool cases (a plan input or an NCHW intermediate in), dyn_conv
+     * (convs too small for the kernel), float32. */
+    const bool pooled = strncmp(name, "conv2d_igemm_maxpool_", 21) == 0 &&
+                        strncmp(name, "conv2d_igemm_maxpool_out_", 25) != 0;
+    const uint32_t expected = pooled && !ends_with(name, "_f32") ? 1u : 0u;
     EXPECT(info.pools_channels_last == expected,
            "%s: %u MAX_POOL2D channels last, expected %u", name, info.pools_channels_last,
            expected);
