@@ -1331,7 +1331,7 @@ def pool_channels_last_cases():
     # the 3x3 stride-2 max pool, a block of two convs whose residual is the pool's output.
     # The pool reads and writes channels last: its input and output stay so (no pack
     # after it), and the block's residual is channels last. 95 x 95 outputs: the pool's
-    # 2 x 2 blocks of outputs at the right and bottom edges hold one row or column.
+    # windows at the right and bottom edges hang past the input.
     def build_maxpool_block(p):
         big, small = [2, 8, 190, 190], [2, 8, 95, 95]
 

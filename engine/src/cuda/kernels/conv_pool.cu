@@ -714,137 +714,87 @@ __device__ __forceinline__ void max_exact(Vec16<T>& best, const uint4& tap) {
   }
 }
 
-/* MAX_POOL2D over channels-last x and y: the output at input corner (h0, w0) (its window's
- * tap (0, 0)) of the kCount channels at vector index `corner`, tap by tap (max_exact),
- * taps outside the input skipped (they read as -inf, which the rule never takes). */
-template <typename T>
-__device__ __forceinline__ uint4 max_window_exact(const ember_k_pool2d_params& p, const uint4* x,
-                                                  int32_t corner, int32_t h0, int32_t w0,
-                                                  int32_t groups, uint4 neg_inf) {
-  typedef int32_t I;
-  Vec16<T> best;
-  best.raw = neg_inf;
-  for (I a = 0; a < (I)p.kh; ++a) {
-    if ((uint32_t)(h0 + a * (I)p.dilation_h) >= (uint32_t)p.h) continue;
-    for (I b = 0; b < (I)p.kw; ++b) {
-      if ((uint32_t)(w0 + b * (I)p.dilation_w) >= (uint32_t)p.w) continue;
-      max_exact<T>(best, x[corner + (a * (I)p.dilation_h * (I)p.w + b * (I)p.dilation_w) * groups]);
-    }
-  }
-  return best.raw;
-}
-
 /* MAX_POOL2D with x and y channels last, [N, H, W, C] in memory (p.channels = C, a
- * multiple of 8; both 16-byte aligned; fewer than 2^31 elements each, so 32-bit math):
- * each thread takes kCount adjacent channels (16 bytes) of the outputs of a Q x Q block of
- * output positions, each tap one 16-byte load of those channels (a warp reads 512
- * contiguous bytes of one input pixel row). A tap outside the input reads as -inf, which
- * no rule below takes.
- * Q == 2 (3 x 3 windows of stride 2 and dilation 1: resnet's): the 5 x 5 input pixels
- * under the four windows, a row at a time (25 loads for 4 outputs where one output a
- * thread takes 36: that form ran 54 us on resnet18 b64, 53% of the H200's DRAM
- * throughput), each output's taps in row-major order.
- * Q == 1 (other 3 x 3 windows of dilation 1): the 9 taps loaded before any is compared.
- * Both compare a word at a time (max_word); a window holding a NaN is done again,
- * element by element, by max_pool_one's rule (max_window_exact).
- * Q == 0: any window, tap by tap (max_window_exact). Element by element throughout,
- * resnet18 b64's pool was issue-bound at 61 us. */
-template <typename T, int Q>
-__device__ void max_pool2d_nhwc_blocks(const ember_k_pool2d_params& p) {
+ * multiple of 8; both 16-byte aligned; fewer than 2^31 elements each, so 32-bit math): a
+ * thread per 16 bytes of y, kCount adjacent channels of one output position, each window
+ * tap one 16-byte load of the same channels (a warp reads 512 contiguous bytes of one
+ * input pixel row). A tap outside the input reads as -inf, which no rule below takes.
+ * K > 0: K x K windows of dilation 1, every tap loaded before any is compared, then
+ * compared a word at a time (max_word); a window holding a NaN is done again, element by
+ * element, by max_pool_one's rule (max_exact). Element by element throughout, resnet18
+ * b64's pool was issue-bound at 61 us; this form takes 54 (ncu: 47.6 us, 53% of the
+ * H200's DRAM throughput, L1 hit rate 27%, occupancy 44%). A form that took 2 x 2 outputs
+ * a thread (25 loads for 4 windows, not 36) was slower: 58 us, L1 hit rate 15%. K == 0:
+ * any window, tap by tap, max_exact. */
+template <typename T, int K>
+__device__ void max_pool2d_nhwc_windows(const ember_k_pool2d_params& p) {
   typedef int32_t I;
   constexpr int kCount = Vec16<T>::kCount;
-  constexpr int kQ = Q > 0 ? Q : 1;           /* outputs a side */
-  constexpr int kSpan = Q == 2 ? 5 : 3;       /* input pixels a side under them */
   const uint32_t groups = (uint32_t)p.channels / kCount, ow = (uint32_t)p.ow, oh = (uint32_t)p.oh;
-  const uint32_t bw = (ow + kQ - 1) / kQ, bh = (oh + kQ - 1) / kQ; /* blocks a row, a column */
-  const uint32_t total = (uint32_t)(p.planes / p.channels) * bh * bw * groups;
-  const I in_h = (I)p.h, in_w = (I)p.w, sh = (I)p.stride_h, sw = (I)p.stride_w;
+  const uint32_t total = (uint32_t)(p.planes / p.channels) * oh * ow * groups;
+  const I in_h = (I)p.h, in_w = (I)p.w;
   const uint4* x = reinterpret_cast<const uint4*>(p.x);
   uint4* y = reinterpret_cast<uint4*>(p.y);
-  Vec16<T> ninf;
+  Vec16<T> neg_inf;
 #pragma unroll
-  for (int k = 0; k < kCount; ++k) ninf.set(k, __int_as_float(0xff800000u));
-  const uint4 neg_inf = ninf.raw;
+  for (int k = 0; k < kCount; ++k) neg_inf.set(k, __int_as_float(0xff800000u));
   for (uint32_t i = global_thread32(); i < total; i += global_stride32()) {
     uint32_t q = i / groups;
     const uint32_t g = i - q * groups;
-    const uint32_t bc = q % bw;
-    q /= bw;
-    const uint32_t br = q % bh, n = q / bh;
-    const I r0 = (I)br * kQ, c0 = (I)bc * kQ; /* the block's first output */
-    const I h0 = r0 * sh - (I)p.pad_h, w0 = c0 * sw - (I)p.pad_w;
-    /* Vector index of input pixel (h0, w0), inside the input or not. */
+    const uint32_t c = q % ow;
+    q /= ow;
+    const uint32_t r = q % oh, n = q / oh;
+    const I h0 = (I)r * (I)p.stride_h - (I)p.pad_h, w0 = (I)c * (I)p.stride_w - (I)p.pad_w;
+    /* Vector index of tap (0, 0), inside the input or not. */
     const I corner = (((I)n * in_h + h0) * in_w + w0) * (I)groups + (I)g;
-    uint4 out[kQ][kQ];
-    bool nan = false;
-    if constexpr (Q > 0) {
+    Vec16<T> best = neg_inf;
+    if constexpr (K > 0) {
+      uint4 taps[K * K];
 #pragma unroll
-      for (int a = 0; a < kQ; ++a) {
+      for (int a = 0; a < K; ++a) {
+        const bool row_inside = (uint32_t)(h0 + a) < (uint32_t)in_h;
 #pragma unroll
-        for (int b = 0; b < kQ; ++b) out[a][b] = neg_inf;
-      }
-      uint4 taps[Q == 1 ? 9 : 1];
-#pragma unroll
-      for (int u = 0; u < kSpan; ++u) {
-        const bool row_inside = (uint32_t)(h0 + u) < (uint32_t)in_h;
-        uint4 row[kSpan];
-#pragma unroll
-        for (int v = 0; v < kSpan; ++v) {
-          const bool inside = row_inside && (uint32_t)(w0 + v) < (uint32_t)in_w;
-          row[v] = inside ? x[corner + (u * in_w + v) * (I)groups] : neg_inf;
-          if constexpr (Q == 1) taps[u * 3 + v] = row[v];
-        }
-        if constexpr (Q == 2) {
-#pragma unroll
-          for (int a = 0; a < 2; ++a) {
-            if (u < 2 * a || u > 2 * a + 2) continue; /* not a row of output row a's windows */
-#pragma unroll
-            for (int b = 0; b < 2; ++b) {
-#pragma unroll
-              for (int v = 2 * b; v <= 2 * b + 2; ++v) {
-                out[a][b].x = max_word<T>(out[a][b].x, row[v].x, nan);
-                out[a][b].y = max_word<T>(out[a][b].y, row[v].y, nan);
-                out[a][b].z = max_word<T>(out[a][b].z, row[v].z, nan);
-                out[a][b].w = max_word<T>(out[a][b].w, row[v].w, nan);
-              }
-            }
-          }
+        for (int b = 0; b < K; ++b) {
+          const bool inside = row_inside && (uint32_t)(w0 + b) < (uint32_t)in_w;
+          taps[a * K + b] = inside ? x[corner + (a * in_w + b) * (I)groups] : neg_inf.raw;
         }
       }
-      if constexpr (Q == 1) {
+      bool nan = false;
+      uint4 acc = neg_inf.raw;
 #pragma unroll
-        for (int t = 0; t < 9; ++t) {
-          out[0][0].x = max_word<T>(out[0][0].x, taps[t].x, nan);
-          out[0][0].y = max_word<T>(out[0][0].y, taps[t].y, nan);
-          out[0][0].z = max_word<T>(out[0][0].z, taps[t].z, nan);
-          out[0][0].w = max_word<T>(out[0][0].w, taps[t].w, nan);
+      for (int t = 0; t < K * K; ++t) {
+        acc.x = max_word<T>(acc.x, taps[t].x, nan);
+        acc.y = max_word<T>(acc.y, taps[t].y, nan);
+        acc.z = max_word<T>(acc.z, taps[t].z, nan);
+        acc.w = max_word<T>(acc.w, taps[t].w, nan);
+      }
+      if (!nan) {
+        best.raw = acc;
+      } else {
+#pragma unroll
+        for (int t = 0; t < K * K; ++t) max_exact<T>(best, taps[t]);
+      }
+    } else {
+      for (I a = 0; a < (I)p.kh; ++a) {
+        const I h = h0 + a * (I)p.dilation_h;
+        if ((uint32_t)h >= (uint32_t)in_h) continue;
+        for (I b = 0; b < (I)p.kw; ++b) {
+          const I w = w0 + b * (I)p.dilation_w;
+          if ((uint32_t)w >= (uint32_t)in_w) continue;
+          max_exact<T>(best, x[corner + (a * (I)p.dilation_h * in_w + b * (I)p.dilation_w) * (I)groups]);
         }
       }
     }
-#pragma unroll
-    for (int a = 0; a < kQ; ++a) {
-#pragma unroll
-      for (int b = 0; b < kQ; ++b) {
-        if ((uint32_t)(r0 + a) >= oh || (uint32_t)(c0 + b) >= ow) continue;
-        if (Q == 0 || nan) {
-          out[a][b] = max_window_exact<T>(p, x, corner + (a * sh * in_w + b * sw) * (I)groups,
-                                          h0 + a * sh, w0 + b * sw, (I)groups, neg_inf);
-        }
-        y[(((I)n * (I)oh + r0 + a) * (I)ow + c0 + b) * (I)groups + (I)g] = out[a][b];
-      }
-    }
+    y[i] = best.raw;
   }
 }
 
 template <typename T>
 __device__ void max_pool2d_nhwc(const ember_k_pool2d_params& p) {
-  const bool k3 = p.kh == 3 && p.kw == 3 && p.dilation_h == 1 && p.dilation_w == 1;
-  if (k3 && p.stride_h == 2 && p.stride_w == 2) {
-    max_pool2d_nhwc_blocks<T, 2>(p); /* resnet's */
-  } else if (k3) {
-    max_pool2d_nhwc_blocks<T, 1>(p);
+  if (p.kh == 3 && p.kw == 3 && p.dilation_h == 1 && p.dilation_w == 1) {
+    max_pool2d_nhwc_windows<T, 3>(p); /* resnet's */
   } else {
-    max_pool2d_nhwc_blocks<T, 0>(p);
+    max_pool2d_nhwc_windows<T, 0>(p);
   }
 }
 
@@ -952,7 +902,6 @@ EMBER_K_FOR_EACH_DTYPE(ember_conv2d, ember::conv2d, ember_k_conv2d_params)
   }
 
 EMBER_K_FOR_EACH_DTYPE_BLOCKS(ember_pool2d, ember::pool2d, ember_k_pool2d_params, 8)
-/* The pool over channels-last tensors holds a row of 5 16-byte loads and 4 outputs' maxima
- * at once: 4 blocks. */
+/* The pool over channels-last tensors holds its 9 taps' 16-byte loads at once: 4 blocks. */
 EMBER_K_FOR_EACH_DTYPE_BLOCKS(ember_max_pool2d_nhwc, ember::max_pool2d_nhwc, ember_k_pool2d_params, 4)
 EMBER_K_FOR_EACH_DTYPE_BLOCKS(ember_im2col, ember::im2col, ember_k_im2col_params, 4)
