@@ -1330,8 +1330,8 @@ def pool_channels_last_cases():
     # resnet's stem, max pool and first block at a smaller size: a 3x3 conv with its RELU,
     # the 3x3 stride-2 max pool, a block of two convs whose residual is the pool's output.
     # The pool reads and writes channels last: its input and output stay so (no pack
-    # after it), and the block's residual is channels last. 95 x 95 outputs: the pool's
-    # windows at the right and bottom edges hang past the input.
+    # after it), and the block's residual is channels last. The pool's first row and
+    # column of windows hang over the padding; 95 x 95 outputs (an odd count).
     def build_maxpool_block(p):
         big, small = [2, 8, 190, 190], [2, 8, 95, 95]
 
