@@ -3675,13 +3675,12 @@ static void build_pool2d(ember_cuda_executor* executor, uint32_t i) {
     p.channels = x->dims[1];
     ++executor->pools_channels_last;
   }
-  const uint32_t dtype = ember_cuda_dtype_index(y->dtype);
-  ember_cuda_step* step =
-      channels_last
-          ? add_kernel_step(executor, i, EMBER_CUDA_KERNEL_MAX_POOL2D_NHWC + dtype,
-                            grid_for_vectors(executor, y->nbytes), &p, sizeof p)
-          : add_kernel_step(executor, i, EMBER_CUDA_KERNEL_POOL2D + dtype,
-                            grid_for_elements(executor, y->numel), &p, sizeof p);
+  const uint32_t kernel =
+      channels_last ? EMBER_CUDA_KERNEL_MAX_POOL2D_NHWC : EMBER_CUDA_KERNEL_POOL2D;
+  ember_cuda_step* step = add_kernel_step(
+      executor, i, kernel + ember_cuda_dtype_index(y->dtype),
+      channels_last ? grid_for_vectors(executor, y->nbytes) : grid_for_elements(executor, y->numel),
+      &p, sizeof p);
   add_ref(executor, step, ember_plan_op_input(plan, op, 0), offsetof(ember_k_pool2d_params, x));
   add_ref(executor, step, ember_plan_op_output(plan, op, 0), offsetof(ember_k_pool2d_params, y));
 }
