@@ -128,6 +128,7 @@ typedef struct ember_cuda_executor {
   uint32_t conv_wgmmas; /* of those, on the wgmma kernel */
   uint32_t conv_folds;  /* of those, reading their input space-to-depth */
   uint32_t conv_halos;  /* of those, on the halo kernel */
+  uint32_t conv_halo_units; /* of those, on its resident-weights form */
   uint32_t conv_residuals;
   /* Per op: a CONV2D too small for the implicit-GEMM kernel that runs as im2col from
    * channels last + cuBLASLt with its output channels last (plan_channels_last decides,
@@ -2849,15 +2850,72 @@ typedef struct conv_halo_plan {
   int64_t n, rows, pitch, strips;
   int64_t strips_per_block, groups, o_tiles, halo_stages, halo_bytes, halo_box_bytes;
   int64_t w_stages, tiles, shared_bytes;
+  bool units; /* on ember_conv_halo_units256 (n 256) */
 } conv_halo_plan;
+
+/* The strip of `rows` output rows (at most oh) that n positions `pitch` apart hold, if
+ * its halo's rows fit the tensor copy's box (at most 256); 0 if n < ow. */
+static int64_t conv_halo_rows(int64_t n, int64_t oh, int64_t ow, int64_t pitch, int64_t kh) {
+  if (n < ow) return 0;
+  int64_t rows = (n - ow) / pitch + 1;
+  if (rows > oh) rows = oh;
+  return rows + kh - 1 <= 256 ? rows : 0;
+}
+
+/* A halo buffer of n positions' taps: (rows + kh - 1)·pitch rows copied, and the rows the
+ * last kept position's last tap reads (n - 1 + (kh - 1)·pitch + kw - 1 at most), in whole
+ * 1024-byte blocks, so that every halo buffer starts on the swizzle's pattern. */
+static int64_t conv_halo_bytes(const conv_halo_plan* halo, const conv_igemm_shape* shape) {
+  const int64_t box_rows = (halo->rows + shape->kh - 1) * halo->pitch;
+  int64_t rows = halo->n + (shape->kh - 1) * halo->pitch + shape->kw - 1;
+  if (rows < box_rows) rows = box_rows;
+  return ((rows + 7) & ~(int64_t)7) * 128;
+}
+
+/* Whether the conv (of `channels` outputs, in `shape`, to oh x ow) runs on the
+ * resident-weights form (kernel_params.h, ember_conv_halo_units256), and how (*out): one
+ * group of 64 output channels over one of 64 input channels, at most
+ * EMBER_K_CONV_HALO_UNITS_MAX_TAPS taps, and strips of 256 that keep 80% of what they
+ * compute. */
+static bool conv_halo_units_plan_of(const conv_igemm_shape* shape, int64_t channels, int64_t oh,
+                                    int64_t ow, conv_halo_plan* out) {
+  const int64_t pitch = ow + shape->kw - 1, taps = shape->kh * shape->kw;
+  if (channels > 64 || shape->cp != 64 || taps > EMBER_K_CONV_HALO_UNITS_MAX_TAPS) return false;
+  conv_halo_plan u = {0};
+  u.n = 256, u.pitch = pitch;
+  u.rows = conv_halo_rows(u.n, oh, ow, pitch, shape->kh);
+  if (u.rows == 0) return false;
+  u.strips = (oh + u.rows - 1) / u.rows;
+  if (oh * ow * 5 < u.strips * u.n * 4) return false;
+  u.strips_per_block = 1, u.groups = 1, u.o_tiles = 1, u.w_stages = taps;
+  u.halo_box_bytes = (u.rows + shape->kh - 1) * pitch * 128;
+  /* A slot also holds its consumer's epilogue tile. */
+  u.halo_bytes = conv_halo_bytes(&u, shape);
+  const int64_t tile_bytes = ((u.n * EMBER_K_CONV_HALO_OUT_STRIDE * 2 + 1023) / 1024) * 1024;
+  if (u.halo_bytes < tile_bytes) u.halo_bytes = tile_bytes;
+  /* Three slots where they fit (resnet18's 56-wide convs: 215 KB), so that a unit's halo
+   * is copied while the two before it compute; else two. */
+  for (u.halo_stages = 3;; --u.halo_stages) {
+    u.shared_bytes = u.halo_stages * u.halo_bytes + taps * 64 * 128 +
+                     EMBER_K_CONV_HALO_BARRIER_BYTES + 1024;
+    if (u.shared_bytes <= EMBER_K_CONV_HALO_MAX_SMEM_BYTES) break;
+    if (u.halo_stages == 2) return false;
+  }
+  u.tiles = shape->n * u.strips;
+  if (u.tiles > INT32_MAX) return false;
+  u.units = true;
+  *out = u;
+  return true;
+}
 
 /* Whether CONV2D op (one the implicit-GEMM kernel takes, read in `shape`) fits the halo
  * kernel, and how (*out): stride 1 and no dilation over its packed input, packed channels
  * a multiple of 64 (halo rows of 128 bytes), a pitch and a halo that the tensor copy's
  * boxes (at most 256 a dimension) and shared memory hold, and at least 80% of the
- * positions computed kept: the strip width (N 224 or 128, the larger on a tie) that
- * wastes least; resnet18's 56, 28 and 14-wide convs keep 87.5%, its 7 x 7 ones would keep
- * 38% (they stay on conv_wgmma). Its stem, read space-to-depth in 16 channels, ran
+ * positions computed kept: the resident-weights form where it takes the conv
+ * (conv_halo_units_plan_of: resnet18's 56-wide convs, strips of 4 rows), else the strip
+ * width (N 224 or 128, the larger on a tie) that wastes least; resnet18's 56, 28 and
+ * 14-wide convs keep 87.5%, its 7 x 7 ones would keep 38% (they stay on conv_wgmma). Its stem, read space-to-depth in 16 channels, ran
  * slower on a form of this kernel with 32-byte halo rows (one K step of 16 a tap) than on
  * conv_wgmma: 211 against 151 us at batch 64 on the H200. */
 static bool conv_halo_plan_of(const ember_plan* plan, const ember_op_desc* op,
@@ -2871,14 +2929,13 @@ static bool conv_halo_plan_of(const ember_plan* plan, const ember_op_desc* op,
   const int64_t oh = y->dims[2], ow = y->dims[3], channels = y->dims[1];
   const int64_t pitch = ow + shape.kw - 1; /* the input's width with its padding */
   if (pitch > 256) return false;
+  if (conv_halo_units_plan_of(&shape, channels, oh, ow, out)) return true;
   conv_halo_plan best = {0};
   const int64_t widths[2] = {224, 128};
   for (int k = 0; k < 2; ++k) {
     const int64_t n = widths[k];
-    if (n < ow) continue;
-    int64_t rows = (n - ow) / pitch + 1;
-    if (rows > oh) rows = oh;
-    if (rows + shape.kh - 1 > 256) continue;
+    const int64_t rows = conv_halo_rows(n, oh, ow, pitch, shape.kh);
+    if (rows == 0) continue;
     const int64_t strips = (oh + rows - 1) / rows;
     /* Every width keeps oh·ow positions: the one that computes fewest. */
     if (best.n != 0 && best.strips * best.n <= strips * n) continue;
@@ -2889,15 +2946,8 @@ static bool conv_halo_plan_of(const ember_plan* plan, const ember_op_desc* op,
   best.strips_per_block = channels <= 64 ? 2 : 1;
   best.groups = 2 / best.strips_per_block;
   best.o_tiles = (channels + 64 * best.groups - 1) / (64 * best.groups);
-  /* The last kept position's last tap reads halo row n - 1 + (kh - 1)·pitch + kw - 1 at
-   * most; the copy writes (rows + kh - 1)·pitch rows. */
-  const int64_t box_rows = (best.rows + shape.kh - 1) * pitch;
-  int64_t halo_rows = best.n + (shape.kh - 1) * pitch + shape.kw - 1;
-  if (halo_rows < box_rows) halo_rows = box_rows;
-  /* Whole 1024-byte blocks: every halo buffer starts on the swizzle's pattern. */
-  halo_rows = (halo_rows + 7) & ~(int64_t)7;
-  best.halo_bytes = halo_rows * 128;
-  best.halo_box_bytes = box_rows * 128;
+  best.halo_bytes = conv_halo_bytes(&best, &shape);
+  best.halo_box_bytes = (best.rows + shape.kh - 1) * pitch * 128;
   /* The halo ring, the epilogue's two tiles (n positions of 64 + 8 channels) and as many
    * weight stages as fit, up to 8 (with 4 and a block a tile, resnet18's 56-wide convs
    * took 63 us on the H200; with up to 8 and blocks looping over tiles, 57). Two halo
@@ -3435,8 +3485,9 @@ static ember_status* build_conv2d_igemm(ember_cuda_executor* executor, uint32_t 
     /* One block an SM (its 384 threads take the whole register file), each looping over
      * tiles, so that its copies for the next tile run under this one's MMAs and epilogue. */
     const int64_t grid = halo.tiles < executor->sm_count ? halo.tiles : executor->sm_count;
-    const uint32_t kernel =
-        halo.n == 224 ? EMBER_CUDA_KERNEL_CONV_HALO_224 : EMBER_CUDA_KERNEL_CONV_HALO_128;
+    const uint32_t kernel = halo.units    ? EMBER_CUDA_KERNEL_CONV_HALO_UNITS_256
+                            : halo.n == 224 ? EMBER_CUDA_KERNEL_CONV_HALO_224
+                                            : EMBER_CUDA_KERNEL_CONV_HALO_128;
     step = add_kernel_step(executor, i, kernel + ember_cuda_half_index(y->dtype),
                            (unsigned int)grid, &hp, sizeof hp);
     step->block = EMBER_K_CONV_HALO_THREADS;
@@ -3444,6 +3495,7 @@ static ember_status* build_conv2d_igemm(ember_cuda_executor* executor, uint32_t 
     step->tensor_maps = TENSOR_MAPS_CONV_HALO;
     base = (uint32_t)offsetof(ember_k_conv_halo_params, conv);
     ++executor->conv_halos;
+    if (halo.units) ++executor->conv_halo_units;
   } else {
     const unsigned int bm = (unsigned int)conv_igemm_bm(p.o);
     const uint32_t kernel = !wgmma ? EMBER_CUDA_KERNEL_CONV_IGEMM
@@ -4674,6 +4726,7 @@ void ember_cuda_executor_get_info(const ember_executor* base,
   out_info->conv_wgmmas = executor->conv_wgmmas;
   out_info->conv_folds = executor->conv_folds;
   out_info->conv_halos = executor->conv_halos;
+  out_info->conv_halo_units = executor->conv_halo_units;
   out_info->conv_packs = executor->conv_packs;
   out_info->conv_gemms_nhwc = executor->conv_gemms_nhwc;
   out_info->norm_adds = executor->norm_adds;

@@ -49,6 +49,8 @@ typedef struct ember_cuda_executor_info {
                                     stride-2 conv of at most 4 channels: resnet's stem) */
   uint32_t conv_halos;           /* of those, on the halo kernel (stride 1, channels a
                                     multiple of 64: conv_halo.cu) */
+  uint32_t conv_halo_units;      /* of those, on its resident-weights form (64 channels in
+                                    and out: ember_conv_halo_units256) */
   bool conv_halo;                /* this executor takes the halo kernel (compute capability 9.0,
                                     EMBER_CUDA_WGMMA and EMBER_CUDA_CONV_HALO not 0) */
   bool conv_wgmma;               /* this executor takes that variant (compute capability 9.0,

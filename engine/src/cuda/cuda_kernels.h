@@ -54,7 +54,9 @@ typedef enum ember_cuda_kernel_id {
   EMBER_CUDA_KERNEL_CONV_HALO_128 = 69,
   EMBER_CUDA_KERNEL_CONV_HALO_224 = 71,
   EMBER_CUDA_KERNEL_MAX_POOL2D_NHWC = 73, /* + dtype */
-  EMBER_CUDA_KERNEL_COUNT = 76,
+  /* sm_90a only (conv_halo, the resident-weights form); + dtype index - 1 */
+  EMBER_CUDA_KERNEL_CONV_HALO_UNITS_256 = 76,
+  EMBER_CUDA_KERNEL_COUNT = 78,
 } ember_cuda_kernel_id;
 
 #define EMBER_CUDA_MODULE_COUNT 15

@@ -616,11 +616,18 @@ typedef struct ember_k_gemm_wgmma_params {
  * Dynamic shared memory: the halo ring (halo_stages x strips_per_block x halo_bytes), the
  * weight ring (w_stages x groups·64 rows of 128 bytes), the epilogue's two tiles (n x
  * (64 + 8) elements each), the barriers (EMBER_K_CONV_HALO_BARRIER_BYTES), and 1 KB to
- * align it to the swizzle's 1024 bytes (cuda_executor.c conv_halo_plan_of). */
+ * align it to the swizzle's 1024 bytes (cuda_executor.c conv_halo_plan_of).
+ * ember_conv_halo_units256_<f16|bf16> takes the same parameters for a conv of at most 64
+ * output channels, 64 input channels and EMBER_K_CONV_HALO_UNITS_MAX_TAPS taps, n 256:
+ * a tile is one strip (`tiles` = images·strips), strips_per_block, groups and o_tiles 1,
+ * halo_stages 2 or 3, w_stages = taps; its shared memory is the halo slots, halo_bytes
+ * each (a slot also holds the epilogue tile of the strip whose halo it held: at least
+ * 256 x (64 + 8) elements), the taps' weight tiles, the barriers, and the 1 KB. */
 #define EMBER_K_CONV_HALO_THREADS 384
 #define EMBER_K_CONV_HALO_MAX_W_STAGES 8
 #define EMBER_K_CONV_HALO_BARRIER_BYTES 256
 #define EMBER_K_CONV_HALO_OUT_STRIDE 72 /* elements between positions of an epilogue tile */
+#define EMBER_K_CONV_HALO_UNITS_MAX_TAPS 16
 /* The most a launch asks: what a block of the H100 and H200 can have. */
 #define EMBER_K_CONV_HALO_MAX_SMEM_BYTES (227 * 1024)
 typedef struct ember_k_conv_halo_params {

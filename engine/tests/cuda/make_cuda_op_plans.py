@@ -372,7 +372,8 @@ PROGRAM_NMSE_SCALE = 10.0
 ONLY_DTYPES = {"sdpa_flash_encoder": ("f16",),
                # The CPU reference's time: float32 (cuBLASLt, a control) in the small ones.
                "gemm_wgmma_gelu_tails": ("f16", "bf16"), "gemm_wgmma_silu_grid": ("f16", "bf16"),
-               "gemm_wgmma_sigmoid_rank3": ("f16", "bf16"), "gemm_wgmma_long_k": ("f16", "bf16")}
+               "gemm_wgmma_sigmoid_rank3": ("f16", "bf16"), "gemm_wgmma_long_k": ("f16", "bf16"),
+               "conv2d_halo_units": ("f16", "bf16")}
 
 
 def window_out(size, kernel, stride, pad, dilation=1, ceil_mode=False):
@@ -767,6 +768,22 @@ def issue5_cases():
                  p.tmp([4, 72, 47, 44]), [1, 1, 1, 0, 1, 1, 1])
         p.op(pw.Op.ADD, [c, p.input([4, 72, 47, 44])], p.out([4, 72, 47, 44]))
     yield "conv2d_halo_chunks_residual", -1.0, 1.0, build_halo_chunks_residual
+
+    # More strips than two a block on a GPU of up to 139 SMs (the H200 has 132), so that
+    # both consumers take several in turn and every ring wraps: 280 images of one 220-wide
+    # row. The first conv, 64 -> 64 channels through a 1 x 3 kernel, runs on the
+    # resident-weights form (strips of 256), its input added and the RELU, channels last;
+    # the second, 64 -> 72 and 1 x 1, on the form that streams its weights (one strip and
+    # 128 channels a tile, N 224), writing the plan's NCHW output.
+    def build_halo_units(p):
+        x = p.input([280, 64, 1, 220])
+        t = p.op(pw.Op.CONV2D, [x, p.const([64, 64, 1, 3], 0.1), p.const([64], 0.2)],
+                 p.tmp([280, 64, 1, 220]), [1, 1, 0, 1, 1, 1, 1])
+        t = p.op(pw.Op.ADD, [t, x], p.tmp([280, 64, 1, 220]))
+        t = p.op(pw.Op.RELU, [t], p.tmp([280, 64, 1, 220]))
+        p.op(pw.Op.CONV2D, [t, p.const([72, 64, 1, 1], 0.1), p.const([72], 0.2)],
+             p.out([280, 72, 1, 220]), [1, 1, 0, 0, 1, 1, 1])
+    yield "conv2d_halo_units", -1.0, 1.0, build_halo_units
 
     pools = [("max_k3s2p1", pw.Op.MAX_POOL2D, [2, 3, 9, 9], 3, 2, 1, 1, 0, 0, 0),
              ("max_dil2", pw.Op.MAX_POOL2D, [1, 2, 10, 10], 3, 1, 1, 2, 0, 0, 0),

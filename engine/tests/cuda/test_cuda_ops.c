@@ -359,15 +359,18 @@ static const struct {
     {"conv2d_igemm_maxpool_k2_", 2, 0, 0, 0, 1, 2, false, 0},
 };
 
-/* CONV2D cases on the halo kernel (conv_halo.cu) where the executor takes it, and how many
- * of their convs: the two of a resnet block of 64 channels (N 128, the first's output
- * channels last, the second's NCHW) and a conv of two 64-channel chunks (N 224). */
+/* CONV2D cases on the halo kernel (conv_halo.cu) where the executor takes it, how many of
+ * their convs, and how many of those on its resident-weights form (64 channels in and
+ * out): the two of a resnet block of 64 channels (the first's output channels last, the
+ * second's NCHW), a conv of two 64-channel chunks (N 224, the control: weights
+ * streamed), and two convs of more strips than two a block, one of each form. */
 static const struct {
   const char* prefix;
-  uint32_t conv_halos;
+  uint32_t conv_halos, conv_halo_units;
 } kHalo[] = {
-    {"conv2d_halo_block_", 2},
-    {"conv2d_halo_chunks_", 1},
+    {"conv2d_halo_block_", 2, 2},
+    {"conv2d_halo_chunks_", 1, 0},
+    {"conv2d_halo_units_", 2, 1},
 };
 
 /* Cases with an ADD right before a LAYER_NORM, and how many of those ADDs the LAYER_NORM
@@ -471,6 +474,7 @@ static void run_op_case(const char* dir, const char* name, double low, double hi
   g_totals.conv_wgmmas += info.conv_wgmmas;
   g_totals.conv_folds += info.conv_folds;
   g_totals.conv_halos += info.conv_halos;
+  g_totals.conv_halo_units += info.conv_halo_units;
   g_totals.conv_wgmma = g_totals.conv_wgmma || info.conv_wgmma;
   g_totals.fused_residuals += info.fused_residuals;
   g_totals.gemv_kernels += info.gemv_kernels;
@@ -561,15 +565,17 @@ static void run_op_case(const char* dir, const char* name, double low, double hi
      * packed channels not a multiple of 64 (3x3, dil_rect and the blocks and chains of 8
      * channels; tiles96's 16; the stem and fold cases, read space-to-depth in 8 or 16),
      * float32, and the executors without it (EMBER_CUDA_WGMMA=0, other GPUs). */
-    uint32_t expected = 0;
+    uint32_t expected = 0, expected_units = 0;
     for (size_t c = 0; c < sizeof kHalo / sizeof kHalo[0]; ++c) {
       if (info.conv_halo && !ends_with(name, "_f32") &&
           strncmp(name, kHalo[c].prefix, strlen(kHalo[c].prefix)) == 0) {
         expected = kHalo[c].conv_halos;
+        expected_units = kHalo[c].conv_halo_units;
       }
     }
-    EXPECT(info.conv_halos == expected, "%s: %u CONV2D on the halo kernel, expected %u", name,
-           info.conv_halos, expected);
+    EXPECT(info.conv_halos == expected && info.conv_halo_units == expected_units,
+           "%s: %u CONV2D on the halo kernel (%u on its resident-weights form), expected %u (%u)",
+           name, info.conv_halos, info.conv_halo_units, expected, expected_units);
   }
   for (size_t c = 0; c < sizeof kIgemm / sizeof kIgemm[0]; ++c) {
     if (strncmp(name, kIgemm[c].prefix, strlen(kIgemm[c].prefix)) != 0) continue;
@@ -1195,13 +1201,13 @@ int main(int argc, char** argv) {
   printf("op cases: %u steps, %u GEMMs, %u biases fused into cuBLASLt epilogues, %u "
          "activations fused (cuBLASLt or gemv), %u bias_act kernels, %u CONV2D as im2col + "
          "GEMM (%u of them channels last), %u as implicit GEMM (%u of them on wgmma, which this GPU %s; %u "
-         "of them space-to-depth, %u on the halo kernel; %u residuals fused), %u ADDs done by a LAYER_NORM, %u LINEAR as gemv, %u LINEAR + activation on "
+         "of them space-to-depth, %u on the halo kernel (%u keeping their weights); %u residuals fused), %u ADDs done by a LAYER_NORM, %u LINEAR as gemv, %u LINEAR + activation on "
          "gemm_wgmma (which this GPU %s), %u SDPA on the flash kernel (%u layout copies folded)\n",
          g_totals.steps, g_totals.gemms, g_totals.fused_biases, g_totals.fused_activations,
          g_totals.bias_act_kernels, g_totals.conv_gemms, g_totals.conv_gemms_nhwc,
          g_totals.conv_igemms,
          g_totals.conv_wgmmas, g_totals.conv_wgmma ? "takes" : "does not take",
-         g_totals.conv_folds, g_totals.conv_halos, g_totals.fused_residuals, g_totals.norm_adds, g_totals.gemv_kernels,
+         g_totals.conv_folds, g_totals.conv_halos, g_totals.conv_halo_units, g_totals.fused_residuals, g_totals.norm_adds, g_totals.gemv_kernels,
          g_totals.gemm_wgmmas, g_totals.gemm_wgmma ? "has" : "does not have", g_totals.sdpa_flash,
          g_totals.folded_layout_ops);
 

@@ -131,6 +131,54 @@ __device__ __forceinline__ void store_halo_tile_nchw(const ember_k_conv_halo_par
   }
 }
 
+/* A consumer warpgroup's accumulators (64 channels by N positions), biased and rounded,
+ * into its epilogue tile: accumulator 4j + e is channel 16·warp + lane / 4 (+8 for
+ * e >= 2), position 8j + 2·(lane % 4) + e % 2. Position-major
+ * ([f][EMBER_K_CONV_HALO_OUT_STRIDE]) for a channels-last y, so that 8 channels of a
+ * position are 16 bytes; channel-major ([channel][N + 8]) for an NCHW one, so that a
+ * thread's two positions are one 4-byte store and 8 positions of a channel are
+ * contiguous. (stmatrix, four 8 x 8 blocks an instruction, made resnet18's 56-wide convs
+ * about 1 us slower each on the H200.) The caller has the warpgroup's threads done with
+ * the tile's bytes before (its named barrier) and after. */
+template <typename T, int N>
+__device__ __forceinline__ void tile_accumulators(const ember_k_conv_igemm_params& p, uint16_t* tile,
+                                                  const float (&acc)[N / 2], float bias0, float bias1) {
+  const int lane = (int)(threadIdx.x & 31), warp = (int)((threadIdx.x >> 5) & 3);
+  const int channel = 16 * warp + (lane >> 2);
+  if (p.layout & EMBER_K_CONV_IGEMM_Y_CHANNELS_LAST) {
+#pragma unroll
+    for (int j = 0; j < N / 8; ++j) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int f = 8 * j + 2 * (lane & 3) + e;
+        tile[f * EMBER_K_CONV_HALO_OUT_STRIDE + channel] = Bits<T>::from_float(acc[4 * j + e] + bias0);
+        tile[f * EMBER_K_CONV_HALO_OUT_STRIDE + channel + 8] =
+            Bits<T>::from_float(acc[4 * j + 2 + e] + bias1);
+      }
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < N / 8; ++j) {
+      const int f = 8 * j + 2 * (lane & 3);
+      *reinterpret_cast<uint32_t*>(tile + channel * (N + 8) + f) =
+          Mma<T>::pack(acc[4 * j] + bias0, acc[4 * j + 1] + bias0);
+      *reinterpret_cast<uint32_t*>(tile + (channel + 8) * (N + 8) + f) =
+          Mma<T>::pack(acc[4 * j + 2] + bias1, acc[4 * j + 3] + bias1);
+    }
+  }
+}
+
+/* The tile of strip `strip`'s positions by the 64 channels from o0 into y, in y's layout. */
+template <typename T, int N>
+__device__ __forceinline__ void store_tile(const ember_k_conv_halo_params& hp, const uint16_t* tile,
+                                           int strip, int o0) {
+  if (hp.conv.layout & EMBER_K_CONV_IGEMM_Y_CHANNELS_LAST) {
+    store_halo_tile<T>(hp, tile, strip, o0);
+  } else {
+    store_halo_tile_nchw<T, N>(hp, tile, strip, o0);
+  }
+}
+
 template <typename T, int N>
 __device__ __forceinline__ void conv_halo(const ember_k_conv_halo_params& hp, uint8_t* smem) {
   const ember_k_conv_igemm_params& p = hp.conv;
@@ -257,41 +305,120 @@ __device__ __forceinline__ void conv_halo(const ember_k_conv_halo_params& hp, ui
       mbarrier_arrive(halo_empty(halo_held));
     }
 
-    /* Accumulator 4j + e: channel 16·warp + lane / 4 (+8 for e >= 2), position
-     * 8j + 2·(lane % 4) + e % 2. Into this warpgroup's own tile, once all its threads
-     * have stored the previous tile's (its barrier: 2 or 3; 0 is __syncthreads'):
-     * position-major ([f][EMBER_K_CONV_HALO_OUT_STRIDE]) for a channels-last y, so that 8
-     * channels of a position are 16 bytes; channel-major ([channel][N + 8]) for an NCHW
-     * one, so that a thread's two positions are one 4-byte store and 8 positions of a
-     * channel are contiguous. */
     asm volatile("bar.sync %0, 128;\n" ::"r"(g + 2) : "memory");
-    if (p.layout & EMBER_K_CONV_IGEMM_Y_CHANNELS_LAST) {
-#pragma unroll
-      for (int j = 0; j < N / 8; ++j) {
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int f = 8 * j + 2 * (lane & 3) + e;
-          tile_out[f * EMBER_K_CONV_HALO_OUT_STRIDE + channel] = Bits<T>::from_float(acc[4 * j + e] + bias0);
-          tile_out[f * EMBER_K_CONV_HALO_OUT_STRIDE + channel + 8] =
-              Bits<T>::from_float(acc[4 * j + 2 + e] + bias1);
-        }
+    tile_accumulators<T, N>(p, tile_out, acc, bias0, bias1);
+    asm volatile("bar.sync %0, 128;\n" ::"r"(g + 2) : "memory");
+    store_tile<T, N>(hp, tile_out, first_strip + strip_index, o0);
+  }
+}
+
+/* The halo conv of one group of 64 output channels over one chunk of 64 input channels
+ * (resnet's first stage), whose every tap's weight tile (at most
+ * EMBER_K_CONV_HALO_UNITS_MAX_TAPS, 8 KB each) stays in shared memory, since every strip
+ * reads the same ones. A unit is one strip of N = 256 positions. The two consumers take
+ * the block's units in turn, and so do their MMAs, so that one's epilogue runs while the
+ * other's MMAs run. Why: with both consumers on one tile at once (conv_halo), ncu on the
+ * H200 found no eligible warp in 61% of the cycles of resnet18's 56-wide convs, whose K
+ * of 576 puts an epilogue after every 9 weight tiles; this form took them from 53-57 to
+ * 39-44 us. Unit nth's halo lands in slot nth % halo_stages (3 where they fit), and its
+ * epilogue tile reuses that slot once its MMAs are done, which is what lets three 48 KB
+ * halos and the 72 KB of weights fit. Measured on the H200 and not kept: units of 64
+ * channels by 128 positions for every conv of this file, weights streamed (layer2-3's
+ * convs 7-11 us slower each), and two accumulator chains of 128 positions rather than
+ * one of 256 (a little slower). */
+template <typename T>
+__device__ __forceinline__ void conv_halo_units(const ember_k_conv_halo_params& hp, uint8_t* smem) {
+  constexpr int N = 256;
+  constexpr uint32_t kWBytes = 64u * 128u;
+  const ember_k_conv_igemm_params& p = hp.conv;
+  const int tid = threadIdx.x, warpgroup = tid >> 7;
+  const uint32_t slots = shared_address(smem);
+  const uint32_t w_tiles = slots + (uint32_t)(hp.halo_stages * hp.halo_bytes);
+  const uint32_t bars = w_tiles + (uint32_t)hp.taps * kWBytes;
+  const uint32_t stages = (uint32_t)hp.halo_stages;
+  auto slot = [&](int s) { return slots + (uint32_t)(s * hp.halo_bytes); };
+  auto halo_full = [&](int s) { return bars + (uint32_t)(8 * s); };
+  auto halo_empty = [&](int s) { return bars + (uint32_t)(8 * (3 + s)); };
+  const uint32_t w_full = bars + 48u;
+  /* mma_issued(g): consumer g has issued every MMA of its latest unit. */
+  auto mma_issued = [&](int g) { return bars + (uint32_t)(8 * (7 + g)); };
+  static_assert(8 * 9 <= EMBER_K_CONV_HALO_BARRIER_BYTES, "the barriers fit");
+  if (tid == 0) {
+    for (int s = 0; s < hp.halo_stages; ++s) {
+      mbarrier_init(halo_full(s), 1);
+      mbarrier_init(halo_empty(s), 1);
+    }
+    mbarrier_init(mma_issued(0), 1);
+    mbarrier_init(mma_issued(1), 1);
+    mbarrier_init(w_full, 1);
+    fence_mbarrier_init();
+  }
+  __syncthreads();
+  /* The block's units (strips): blockIdx.x, + gridDim.x, ...; its nth is consumer nth % 2's. */
+  const uint32_t first_unit = blockIdx.x, unit_step = gridDim.x, units = (uint32_t)hp.tiles;
+
+  if (warpgroup == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+    if (tid == 0) {
+      /* Unit nth's halo into slot nth % stages, once unit nth - stages's consumer has
+       * stored that unit's tile from it. A strip past the last image copies zeros and
+       * writes nothing. */
+      uint32_t nth = 0;
+      for (uint32_t unit = first_unit; unit < units; unit += unit_step, ++nth) {
+        const int s = (int)(nth % stages);
+        if (nth >= stages) mbarrier_wait(halo_empty(s), (nth / stages - 1) & 1);
+        const int strip = (int)unit;
+        const int n = strip / hp.strips, oh0 = (strip - n * hp.strips) * hp.rows;
+        mbarrier_expect_tx(halo_full(s), (uint32_t)hp.halo_box_bytes);
+        tma_load_4d(slot(s), hp.x_map, 0, -p.pad_w, oh0 - p.pad_h, n, halo_full(s));
       }
-    } else {
-#pragma unroll
-      for (int j = 0; j < N / 8; ++j) {
-        const int f = 8 * j + 2 * (lane & 3);
-        *reinterpret_cast<uint32_t*>(tile_out + channel * (N + 8) + f) =
-            Mma<T>::pack(acc[4 * j] + bias0, acc[4 * j + 1] + bias0);
-        *reinterpret_cast<uint32_t*>(tile_out + (channel + 8) * (N + 8) + f) =
-            Mma<T>::pack(acc[4 * j + 2] + bias1, acc[4 * j + 3] + bias1);
+    } else if (tid == 32) {
+      mbarrier_expect_tx(w_full, (uint32_t)hp.taps * kWBytes);
+      for (int t = 0; t < hp.taps; ++t) {
+        tma_load_2d(w_tiles + (uint32_t)t * kWBytes, hp.w_map, t * p.c, 0, w_full);
       }
     }
-    asm volatile("bar.sync %0, 128;\n" ::"r"(g + 2) : "memory");
-    if (p.layout & EMBER_K_CONV_IGEMM_Y_CHANNELS_LAST) {
-      store_halo_tile<T>(hp, tile_out, first_strip + strip_index, o0);
-    } else {
-      store_halo_tile_nchw<T, N>(hp, tile_out, first_strip + strip_index, o0);
+    return;
+  }
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+  const int g = warpgroup - 1, warp = (tid >> 5) & 3, lane = tid & 31;
+  const int channel = 16 * warp + (lane >> 2);
+  const float bias0 = conv_bias<T>(p, channel), bias1 = conv_bias<T>(p, channel + 8);
+  for (uint32_t nth = (uint32_t)g;; nth += 2) {
+    const uint32_t unit = first_unit + nth * unit_step;
+    if (unit >= units) break;
+    const int s = (int)(nth % stages);
+    uint16_t* tile = reinterpret_cast<uint16_t*>(smem + s * hp.halo_bytes);
+    float acc[N / 2];
+#pragma unroll
+    for (int i = 0; i < N / 2; ++i) acc[i] = 0.0f;
+    if (nth > 0) mbarrier_wait(mma_issued((int)(nth - 1) & 1), ((nth - 1) >> 1) & 1);
+    mbarrier_wait(w_full, 0);
+    mbarrier_wait(halo_full(s), (nth / stages) & 1);
+    for (int t = 0; t < hp.taps; ++t) {
+      const int kh = t / hp.kw, kw = t - kh * hp.kw;
+      const uint32_t a = w_tiles + (uint32_t)t * kWBytes;
+      const uint32_t b = slot(s) + (uint32_t)((kh * hp.pitch + kw) * 128);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        wgmma_mma<T, N>(acc, wgmma_descriptor(a + kk * 32), wgmma_descriptor(b + kk * 32));
+      }
+      wgmma_commit();
+      wgmma_wait<1>();
     }
+    if ((tid & 127) == 0) mbarrier_arrive(mma_issued(g));
+    wgmma_wait_all();
+    fence_accumulators(acc);
+    /* Every warp's MMAs have read the halo before any thread writes the tile over it. */
+    asm volatile("bar.sync %0, 128;\n" ::"r"(g + 2) : "memory");
+    tile_accumulators<T, N>(p, tile, acc, bias0, bias1);
+    asm volatile("bar.sync %0, 128;\n" ::"r"(g + 2) : "memory");
+    store_tile<T, N>(hp, tile, (int)unit, 0);
+    /* The slot goes back to the copy (the async proxy) once every thread is done with it. */
+    fence_proxy_async();
+    asm volatile("bar.sync %0, 128;\n" ::"r"(g + 2) : "memory");
+    if ((tid & 127) == 0) mbarrier_arrive(halo_empty(s));
   }
 }
 
@@ -299,6 +426,16 @@ template <typename T, int N>
 __device__ __forceinline__ void conv_halo_entry(const ember_k_conv_halo_params& hp) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   conv_halo<T, N>(hp, swizzle_aligned_shared());
+#else
+  (void)hp;
+  __trap(); /* built for another target than sm_90a: the host never launches it there */
+#endif
+}
+
+template <typename T>
+__device__ __forceinline__ void conv_halo_units_entry(const ember_k_conv_halo_params& hp) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  conv_halo_units<T>(hp, swizzle_aligned_shared());
 #else
   (void)hp;
   __trap(); /* built for another target than sm_90a: the host never launches it there */
@@ -318,3 +455,11 @@ EMBER_CONV_HALO_KERNEL(128, f16, __half)
 EMBER_CONV_HALO_KERNEL(128, bf16, __nv_bfloat16)
 EMBER_CONV_HALO_KERNEL(224, f16, __half)
 EMBER_CONV_HALO_KERNEL(224, bf16, __nv_bfloat16)
+
+#define EMBER_CONV_HALO_UNITS_KERNEL(suffix, type)                                            \
+  extern "C" __global__ void __launch_bounds__(EMBER_K_CONV_HALO_THREADS, 1)                 \
+      ember_conv_halo_units256_##suffix(const __grid_constant__ ember_k_conv_halo_params p) { \
+    ember::conv_halo_units_entry<type>(p);                                                    \
+  }
+EMBER_CONV_HALO_UNITS_KERNEL(f16, __half)
+EMBER_CONV_HALO_UNITS_KERNEL(bf16, __nv_bfloat16)
