@@ -363,7 +363,8 @@ static const struct {
  * their convs, and how many of those on its resident-weights form (64 channels in and
  * out): the two of a resnet block of 64 channels (the first's output channels last, the
  * second's NCHW), a conv of two 64-channel chunks (N 224, the control: weights
- * streamed), and two convs of more strips than two a block, one of each form. */
+ * streamed), two convs of more strips than two a block, one of each form, and one on the
+ * resident-weights form with two halo slots. */
 static const struct {
   const char* prefix;
   uint32_t conv_halos, conv_halo_units;
@@ -371,6 +372,7 @@ static const struct {
     {"conv2d_halo_block_", 2, 2},
     {"conv2d_halo_chunks_", 1, 0},
     {"conv2d_halo_units_", 2, 1},
+    {"conv2d_halo_two_slots_", 1, 1},
 };
 
 /* Cases with an ADD right before a LAYER_NORM, and how many of those ADDs the LAYER_NORM
