@@ -29,8 +29,10 @@ Also: each Ember output against the float32 eager model (relative error = max|di
 max|reference|), init time (load_method) against weights / host-to-device bandwidth +
 50 ms, the MLP at batch 4096 against the fp16 GEMM rate cuBLASLt reaches alone, the host
 overhead of one execute against CUDA graph replays, whether executorch's Python runtime
-runs here, and (--aoti) AOTInductor as an anchor. --profile adds Ember's per-step GPU
-time (EMBER_CUDA_PROFILE=1) for every float16 program.
+runs here, and (--aoti) AOTInductor as an anchor on the rows with a target, each in a
+child process (a crash costs the row, and after one failure the rest are not tried).
+--profile adds Ember's per-step GPU time (EMBER_CUDA_PROFILE=1) for every float16
+program.
 
 Prints a markdown report and writes it to --out; the raw numbers follow a "RAW " line.
 """
@@ -167,15 +169,16 @@ def summarize(samples: list[float]) -> dict:
             "p90": samples[int(0.9 * (n - 1))], "n": n}
 
 
-def time_calls(fn, iterations: int, warmup: int = 20) -> dict:
+def time_calls(fn, iterations: int, warmup: int = 20, sync=None) -> dict:
+    sync = sync or torch.cuda.synchronize
     for _ in range(warmup):
         fn()
-    torch.cuda.synchronize()
+    sync()
     samples = []
     for _ in range(iterations):
         start = time.perf_counter()
         fn()
-        torch.cuda.synchronize()
+        sync()
         samples.append((time.perf_counter() - start) * 1e6)
     return summarize(samples)
 
@@ -319,20 +322,53 @@ def python_runtime_probe(pte: Path) -> str:
     return f"exit {process.returncode}: " + (lines[-1][:200] if lines else "no message")
 
 
-def aoti_anchor(model, x, iterations: int) -> dict:
+def aoti_one(model_name: str, batch: int, iterations: int, device: str) -> dict:
+    """AOTInductor on one row, in this process (the child aoti_anchor starts): export the
+    float16 model (float32 on the CPU, which --aoti-one takes to test this path without a
+    GPU), compile and package it, load the package, time it like the other anchors."""
+    dtype = torch.float16 if device == "cuda" else torch.float32
+    model = build(model_name).to(device=device, dtype=dtype).eval()
+    x = cast_input(example_input(model_name, batch), dtype).to(device)
     try:
         started = time.perf_counter()
-        program = torch.export.export(model, (x,))
-        package = torch._inductor.aoti_compile_and_package(
-            program, package_path=str(Path(tempfile.mkdtemp()) / "model.pt2"))
-        loaded = torch._inductor.aoti_load_package(package)
-        build_s = time.perf_counter() - started
         with torch.no_grad():
-            timing = time_calls(lambda: loaded(x), iterations)
-        timing["build_s"] = build_s
+            program = torch.export.export(model, (x,))
+            package = torch._inductor.aoti_compile_and_package(
+                program, package_path=str(Path(tempfile.mkdtemp()) / "model.pt2"))
+        built_s = time.perf_counter() - started
+        loaded = torch._inductor.aoti_load_package(package)
+        with torch.no_grad():
+            timing = time_calls(lambda: loaded(x), iterations,
+                                sync=torch.cuda.synchronize if device == "cuda" else lambda: None)
+            out = loaded(x)
+            out = out[0] if isinstance(out, (list, tuple)) else out
+            timing["rel_error"] = relative_error(out, model(x))  # against eager, same dtype
+        timing["build_s"] = built_s
         return timing
     except Exception as error:  # noqa: BLE001
         return {"error": f"{type(error).__name__}: {str(error).splitlines()[0][:300]}"}
+
+
+AOTI_LINE = "AOTI "
+
+
+def aoti_anchor(model_name: str, batch: int, iterations: int, device: str = "cuda") -> dict:
+    """AOTInductor as an anchor, in a child process: on the H200 before Ember existed,
+    aoti_load_package crashed the process with torch 2.11, and a crash here must cost the
+    row, not the run. Returns the timing, or {"error": what failed} (an exception's first
+    line, or the exit status and the last line the child wrote)."""
+    try:
+        process = subprocess.run(
+            [sys.executable, __file__, "--aoti-one", model_name, str(batch), str(iterations),
+             device], capture_output=True, text=True, timeout=1200)
+    except subprocess.TimeoutExpired:
+        return {"error": "no result within 1200 s"}
+    for line in process.stdout.splitlines():
+        if line.startswith(AOTI_LINE):
+            return json.loads(line[len(AOTI_LINE):])
+    lines = [line for line in (process.stderr + process.stdout).strip().splitlines()
+             if line.strip()]
+    return {"error": f"exit {process.returncode}: " + (lines[-1][:200] if lines else "no message")}
 
 
 # ---- the run -------------------------------------------------------------------------------
@@ -343,6 +379,10 @@ def main(argv=None) -> int:
     if argv[:1] == ["--export-one"]:
         export_one(argv[1], int(argv[2]), argv[3], argv[4])
         return 0
+    if argv[:1] == ["--aoti-one"]:
+        print(AOTI_LINE + json.dumps(aoti_one(argv[1], int(argv[2]), int(argv[3]), argv[4])),
+              flush=True)
+        return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runner", required=True)
     parser.add_argument("--work", default=None, help="where the programs go (default: a temp dir)")
@@ -351,7 +391,9 @@ def main(argv=None) -> int:
     parser.add_argument("--dtypes", default="float16,bfloat16")
     parser.add_argument("--iterations", type=int, default=200)
     parser.add_argument("--no-compile", action="store_true", help="skip torch.compile")
-    parser.add_argument("--aoti", action="store_true", help="try AOTInductor on the MLP")
+    parser.add_argument("--aoti", action="store_true",
+                        help="AOTInductor as an anchor on the rows with a target, each in a "
+                             "child process; after one fails, the rest are not tried")
     parser.add_argument("--profile", action="store_true", help="Ember's per-step GPU time")
     parser.add_argument("--export-workers", type=int, default=max(1, (os.cpu_count() or 2) // 2))
     parser.add_argument("--accuracy-f32", action="store_true",
@@ -446,10 +488,11 @@ def main(argv=None) -> int:
     # The slow anchors last, the report rewritten after each: a run cut short by its time
     # limit keeps everything measured before.
     write_report()
+    aoti_failed = ""  # the row where AOTInductor failed first
     with torch.no_grad():
         for row in rows:
             wants_compile = not args.no_compile and row["target"]
-            wants_aoti = args.aoti and row["model"] == "mlp" and row["batch"] == 1
+            wants_aoti = args.aoti and row["target"]
             if "float16" not in dtype_names or not (wants_compile or wants_aoti):
                 continue
             model = build(row["model"]).to(device="cuda", dtype=torch.float16)
@@ -465,7 +508,12 @@ def main(argv=None) -> int:
                 del compiled
                 torch._dynamo.reset()
             if wants_aoti:
-                row["aoti_f16"] = aoti_anchor(model, xd, n)
+                if aoti_failed:
+                    row["aoti_f16"] = {"error": f"not tried: AOTInductor failed on {aoti_failed}"}
+                else:
+                    row["aoti_f16"] = aoti_anchor(row["model"], row["batch"], n)
+                    if "error" in row["aoti_f16"]:
+                        aoti_failed = f"{row['model']} batch {row['batch']}"
             del model
             torch.cuda.empty_cache()
             print(json.dumps({k: v for k, v in row.items() if k != "profile"}), flush=True)
@@ -625,7 +673,9 @@ def render(rows, overhead, extra, info, n, dtype_names) -> str:
             cell = r["aoti_f16"]
             lines.append(f"- AOTInductor, {r['model']} batch {r['batch']} float16: "
                          + (cell["error"] if "error" in cell else
-                            f"{cell['median']:.1f} us (Ember / AOTI: {ratio(r.get('ember_f16'), cell)})"))
+                            f"{cell['median']:.1f} us (AOTI / Ember: {ratio(cell, r.get('ember_f16'))}; "
+                            f"built in {cell['build_s']:.0f} s; error against eager float16 "
+                            f"{cell['rel_error']:.1e})"))
         for key, value in r.items():
             if key.endswith("_error") and isinstance(value, str):
                 lines.append(f"- {r['model']} batch {r['batch']}: {key}: {value}")

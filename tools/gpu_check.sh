@@ -15,8 +15,9 @@
 #             Ember+XNNPACK, host and device-resident inputs, float32/float16/bfloat16,
 #             against eager PyTorch, with the host<->device bytes per execute asserted
 #   bench     bench/run_bench.py: the table of issue 6 (MLP, resnet18, encoder; eager,
-#             torch.compile, Ember from C++; accuracy, init, host overhead), its programs
-#             exported on this machine (BENCH_ARGS passes options, e.g. "--profile")
+#             torch.compile, AOTInductor where it loads, Ember from C++; accuracy, init,
+#             host overhead), its programs exported on this machine (BENCH_ARGS passes
+#             options, e.g. "--profile")
 #   python    whether the pinned executorch's Python runtime works beside this machine's
 #             torch, and if it does, the same programs through it
 #   sanitize  compute-sanitizer memcheck on the CUDA op test (float32 cases and binding
@@ -227,9 +228,10 @@ if want bench; then
   section "bench: bench/run_bench.py (exports its programs here, then the table of issue 6)"
   if [[ -x "$runner" ]]; then
     env -u LD_LIBRARY_PATH timeout "${BENCH_TIMEOUT:-1500}" "$python" "$repo/bench/run_bench.py" \
-      --runner "$runner" --work "$build/bench" --out "$out/RESULTS.md" ${BENCH_ARGS:-} \
+      --runner "$runner" --work "$build/bench" --out "$out/RESULTS.md" --aoti ${BENCH_ARGS:-} \
       >"$logs/bench.log" 2>&1 || fail "bench (bench.log)"
     grep -vE "^RAW " "$out/RESULTS.md" 2>/dev/null | grep -E "^\|" | head -12 | tee -a "$summary"
+    grep -E "^- AOTInductor" "$out/RESULTS.md" 2>/dev/null | tee -a "$summary"
   else
     fail "bench needs the runner (section wheel)"
   fi
