@@ -529,6 +529,14 @@ __device__ __forceinline__ typename Pair<T>::type as_pair(uint32_t bits) {
   return v;
 }
 
+/* Two 16-bit elements' running max and a tap's, packed: "tap > acc ? tap : acc" element
+ * by element on their bits (the exact max where neither holds a NaN). */
+template <typename T>
+__device__ __forceinline__ uint32_t max_pair_bits(uint32_t acc, uint32_t tap) {
+  const uint32_t take = __hgt2_mask(as_pair<T>(tap), as_pair<T>(acc));
+  return (tap & take) | (acc & ~take);
+}
+
 /* Elements a < b of a row window (compile-time after unrolling) as one word, a in the low
  * half. Element e lies in half (e + 2) & 1 of word (e + 2) >> 1: word 0 holds the left
  * halo, words 1 on the block. */
@@ -624,8 +632,7 @@ __device__ void max_pool2d_rows(const ember_k_pool2d_params& p) {
 #pragma unroll
             for (int b = 0; b < K; ++b) {
               const uint32_t tap = pick_pair(words, 2 * j * S + b - P, (2 * j + 1) * S + b - P);
-              const uint32_t take = __hgt2_mask(as_pair<T>(tap), as_pair<T>(acc[j]));
-              acc[j] = (tap & take) | (acc[j] & ~take);
+              acc[j] = max_pair_bits<T>(acc[j], tap);
             }
           }
         }
@@ -686,14 +693,14 @@ __device__ void max_pool2d_rows(const ember_k_pool2d_params& p) {
 
 /* One word of a running max and a tap's word of the same elements: the max by "tap >
  * max ? tap : max" (max_pool2d_rows' rule, the exact one without a NaN), two elements at
- * once on their packed bits for float16 and bfloat16. Sets nan when the tap holds one. */
+ * once on their packed bits for float16 and bfloat16 (max_pair_bits). Sets nan when the
+ * tap holds one. */
 template <typename T>
 __device__ __forceinline__ uint32_t max_word(uint32_t acc, uint32_t tap, bool& nan) {
   if constexpr (sizeof(T) == 2) {
     const typename Pair<T>::type pair = as_pair<T>(tap);
     nan = nan || !__hbeq2(pair, pair);
-    const uint32_t take = __hgt2_mask(pair, as_pair<T>(acc));
-    return (tap & take) | (acc & ~take);
+    return max_pair_bits<T>(acc, tap);
   } else {
     const float value = __uint_as_float(tap);
     nan = nan || isnan(value);
