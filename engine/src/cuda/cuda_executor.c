@@ -2862,14 +2862,16 @@ static int64_t conv_halo_rows(int64_t n, int64_t oh, int64_t ow, int64_t pitch, 
   return rows + kh - 1 <= 256 ? rows : 0;
 }
 
-/* A halo buffer of n positions' taps: (rows + kh - 1)·pitch rows copied, and the rows the
- * last kept position's last tap reads (n - 1 + (kh - 1)·pitch + kw - 1 at most), in whole
- * 1024-byte blocks, so that every halo buffer starts on the swizzle's pattern. */
-static int64_t conv_halo_bytes(const conv_halo_plan* halo, const conv_igemm_shape* shape) {
+/* Sets halo's halo_box_bytes (what one copy delivers: (rows + kh - 1)·pitch rows of 128
+ * bytes) and halo_bytes (a buffer of n positions' taps: those rows, and the rows the last
+ * kept position's last tap reads, n - 1 + (kh - 1)·pitch + kw - 1 at most, in whole
+ * 1024-byte blocks, so that every halo buffer starts on the swizzle's pattern). */
+static void conv_halo_size_buffers(conv_halo_plan* halo, const conv_igemm_shape* shape) {
   const int64_t box_rows = (halo->rows + shape->kh - 1) * halo->pitch;
   int64_t rows = halo->n + (shape->kh - 1) * halo->pitch + shape->kw - 1;
   if (rows < box_rows) rows = box_rows;
-  return ((rows + 7) & ~(int64_t)7) * 128;
+  halo->halo_box_bytes = box_rows * 128;
+  halo->halo_bytes = ((rows + 7) & ~(int64_t)7) * 128;
 }
 
 /* Whether the conv (of `channels` outputs, in `shape`, to oh x ow) runs on the
@@ -2888,9 +2890,8 @@ static bool conv_halo_units_plan_of(const conv_igemm_shape* shape, int64_t chann
   u.strips = (oh + u.rows - 1) / u.rows;
   if (oh * ow * 5 < u.strips * u.n * 4) return false;
   u.strips_per_block = 1, u.groups = 1, u.o_tiles = 1, u.w_stages = taps;
-  u.halo_box_bytes = (u.rows + shape->kh - 1) * pitch * 128;
+  conv_halo_size_buffers(&u, shape);
   /* A slot also holds its consumer's epilogue tile. */
-  u.halo_bytes = conv_halo_bytes(&u, shape);
   const int64_t tile_bytes = ((u.n * EMBER_K_CONV_HALO_OUT_STRIDE * 2 + 1023) / 1024) * 1024;
   if (u.halo_bytes < tile_bytes) u.halo_bytes = tile_bytes;
   /* Three slots where they fit (resnet18's 56-wide convs: 215 KB), so that a unit's halo
@@ -2946,8 +2947,7 @@ static bool conv_halo_plan_of(const ember_plan* plan, const ember_op_desc* op,
   best.strips_per_block = channels <= 64 ? 2 : 1;
   best.groups = 2 / best.strips_per_block;
   best.o_tiles = (channels + 64 * best.groups - 1) / (64 * best.groups);
-  best.halo_bytes = conv_halo_bytes(&best, &shape);
-  best.halo_box_bytes = (best.rows + shape.kh - 1) * pitch * 128;
+  conv_halo_size_buffers(&best, &shape);
   /* The halo ring, the epilogue's two tiles (n positions of 64 + 8 channels) and as many
    * weight stages as fit, up to 8 (with 4 and a block a tile, resnet18's 56-wide convs
    * took 63 us on the H200; with up to 8 and blocks looping over tiles, 57). Two halo
