@@ -495,9 +495,9 @@ def main(argv=None) -> int:
             wants_aoti = args.aoti and row["target"]
             if "float16" not in dtype_names or not (wants_compile or wants_aoti):
                 continue
-            model = build(row["model"]).to(device="cuda", dtype=torch.float16)
-            xd = cast_input(example_input(row["model"], row["batch"]), torch.float16).cuda()
             if wants_compile:
+                model = build(row["model"]).to(device="cuda", dtype=torch.float16)
+                xd = cast_input(example_input(row["model"], row["batch"]), torch.float16).cuda()
                 compiled = torch.compile(model, mode="reduce-overhead", dynamic=False)
                 t0 = time.perf_counter()
                 for _ in range(3):
@@ -505,7 +505,7 @@ def main(argv=None) -> int:
                 torch.cuda.synchronize()
                 row["compile_s"] = time.perf_counter() - t0
                 row["compiled_f16"] = time_calls(lambda: compiled(xd), n)
-                del compiled
+                del compiled, model
                 torch._dynamo.reset()
             if wants_aoti:
                 if aoti_failed:
@@ -514,7 +514,6 @@ def main(argv=None) -> int:
                     row["aoti_f16"] = aoti_anchor(row["model"], row["batch"], n)
                     if "error" in row["aoti_f16"]:
                         aoti_failed = f"{row['model']} batch {row['batch']}"
-            del model
             torch.cuda.empty_cache()
             print(json.dumps({k: v for k, v in row.items() if k != "profile"}), flush=True)
             write_report()
