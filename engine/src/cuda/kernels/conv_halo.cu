@@ -31,6 +31,14 @@ namespace ember {
 
 constexpr uint32_t kHaloConsumerWarps = 8;
 
+/* Strip `strip`'s image n and its first output row oh0 (strips = ceil(oh / rows) an
+ * image). */
+__device__ __forceinline__ void strip_origin(const ember_k_conv_halo_params& hp, int strip, int& n,
+                                             int& oh0) {
+  n = strip / hp.strips;
+  oh0 = (strip - n * hp.strips) * hp.rows;
+}
+
 /* Writes a consumer warpgroup's tile (the strip's positions of 64 channels from o0, biased
  * and rounded, [f][EMBER_K_CONV_HALO_OUT_STRIDE]) of strip `strip` into a channels-last y
  * (o a multiple of 8): 16 bytes (8 channels of one position) a thread at a time, the
@@ -43,7 +51,8 @@ __device__ __forceinline__ void store_halo_tile(const ember_k_conv_halo_params& 
                                                 const uint16_t* tile, int strip, int o0) {
   constexpr int kBatch = 8, kStep = 16; /* 128 threads: 8 vectors of a position, 16 positions */
   const ember_k_conv_igemm_params& p = hp.conv;
-  const int n = strip / hp.strips, oh0 = (strip - n * hp.strips) * hp.rows;
+  int n, oh0;
+  strip_origin(hp, strip, n, oh0);
   const int thread = (int)(threadIdx.x & 127), channel = (thread & 7) * 8, o = o0 + channel;
   if (n >= hp.images || o >= p.o) return;
   const int count = min(hp.rows, p.oh - oh0) * p.ow; /* the strip's kept positions */
@@ -88,7 +97,8 @@ template <typename T, int N>
 __device__ __forceinline__ void store_halo_tile_nchw(const ember_k_conv_halo_params& hp,
                                                      const uint16_t* tile, int strip, int o0) {
   const ember_k_conv_igemm_params& p = hp.conv;
-  const int n = strip / hp.strips, oh0 = (strip - n * hp.strips) * hp.rows;
+  int n, oh0;
+  strip_origin(hp, strip, n, oh0);
   if (n >= hp.images) return;
   const int rows = min(hp.rows, p.oh - oh0), groups = (p.ow + 7) / 8; /* of 8 in a row */
   const int plane = p.oh * p.ow, units = 64 * rows * groups;
@@ -233,7 +243,8 @@ __device__ __forceinline__ void conv_halo(const ember_k_conv_halo_params& hp, ui
           mbarrier_expect_tx(halo_full(s), (uint32_t)(hp.halo_box_bytes * hp.strips_per_block));
           for (int k = 0; k < hp.strips_per_block; ++k) {
             const int strip = first_strip + k;
-            const int n = strip / hp.strips, oh0 = (strip - n * hp.strips) * hp.rows;
+            int n, oh0;
+            strip_origin(hp, strip, n, oh0);
             tma_load_4d(halo(s, k), hp.x_map, c * 64, -p.pad_w, oh0 - p.pad_h, n, halo_full(s));
           }
         }
@@ -368,7 +379,8 @@ __device__ __forceinline__ void conv_halo_units(const ember_k_conv_halo_params& 
         const int s = (int)(nth % stages);
         if (nth >= stages) mbarrier_wait(halo_empty(s), (nth / stages - 1) & 1);
         const int strip = (int)unit;
-        const int n = strip / hp.strips, oh0 = (strip - n * hp.strips) * hp.rows;
+        int n, oh0;
+        strip_origin(hp, strip, n, oh0);
         mbarrier_expect_tx(halo_full(s), (uint32_t)hp.halo_box_bytes);
         tma_load_4d(slot(s), hp.x_map, 0, -p.pad_w, oh0 - p.pad_h, n, halo_full(s));
       }
