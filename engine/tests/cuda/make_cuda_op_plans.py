@@ -785,14 +785,16 @@ def issue5_cases():
              p.out([280, 72, 1, 220]), [1, 1, 0, 0, 1, 1, 1])
     yield "conv2d_halo_units", -1.0, 1.0, build_halo_units
 
-    # The resident-weights form with two halo slots: 120-wide rows (pitch 122, strips of
-    # 2 rows) make a slot 63 KB, and three would not fit beside the 72 KB of weights; 4
-    # strips, the RELU, the plan's NCHW output.
+    # The resident-weights form with two halo slots: a 3 x 1 kernel over 220-wide rows makes
+    # a slot 88 KB (256 positions and two rows of taps below them), and three would not fit
+    # beside the weights; 280 images of one row, so that some blocks take three strips and
+    # the first slot is used again (the GPU's 64 tiles of 128 positions, which the
+    # implicit-GEMM kernels need, come with it); the RELU, the plan's NCHW output.
     def build_halo_two_slots(p):
-        c = p.op(pw.Op.CONV2D, [p.input([2, 64, 4, 120]), p.const([64, 64, 3, 3], 0.1),
+        c = p.op(pw.Op.CONV2D, [p.input([280, 64, 1, 220]), p.const([64, 64, 3, 1], 0.1),
                                 p.const([64], 0.2)],
-                 p.tmp([2, 64, 4, 120]), [1, 1, 1, 1, 1, 1, 1])
-        p.op(pw.Op.RELU, [c], p.out([2, 64, 4, 120]))
+                 p.tmp([280, 64, 1, 220]), [1, 1, 1, 0, 1, 1, 1])
+        p.op(pw.Op.RELU, [c], p.out([280, 64, 1, 220]))
     yield "conv2d_halo_two_slots", -1.0, 1.0, build_halo_two_slots
 
     pools = [("max_k3s2p1", pw.Op.MAX_POOL2D, [2, 3, 9, 9], 3, 2, 1, 1, 0, 0, 0),
