@@ -1116,9 +1116,14 @@ static ember_status* encode_gemm_wgmma_maps(const ember_cuda_driver* driver,
                           CU_TENSOR_MAP_SWIZZLE_128B, "cuTensorMapEncodeTiled(LINEAR weight)");
 }
 
-/* The halo kernel's maps: x [n, h, w, c] channels last, boxes of 64 channels x pitch x
- * (rows + KH - 1) x 1 image; the implicit GEMM's weights [o][k_stride], boxes of 64 x
- * 64·groups. Both with the 128-byte swizzle and zeros outside (what conv_halo.cu reads). */
+/* The bytes of one row (input pixel) of the halo kernel's halo: 16 channels (resnet's
+ * stem, read space-to-depth) are one K step of 32 bytes; more are copied 64 at a time. */
+static int32_t conv_halo_row_bytes(int64_t channels) { return channels == 16 ? 32 : 128; }
+
+/* The halo kernel's maps: x [n, h, w, c] channels last, boxes of min(c, 64) channels x
+ * pitch x (rows + KH - 1) x 1 image, with the swizzle of the halo's rows (128 bytes, or 32
+ * for 16 channels); the implicit GEMM's weights [o][k_stride], boxes of 64 x 64·groups
+ * with the 128-byte swizzle. Zeros outside (what conv_halo.cu reads). */
 static ember_status* encode_conv_halo_maps(const ember_cuda_driver* driver,
                                            ember_k_conv_halo_params* p) {
   const ember_k_conv_igemm_params* c = &p->conv;
@@ -1127,13 +1132,15 @@ static ember_status* encode_conv_halo_maps(const ember_cuda_driver* driver,
                               (cuuint64_t)p->images};
   const cuuint64_t strides[3] = {channels * 2u, channels * 2u * (cuuint64_t)c->w_in,
                                  channels * 2u * (cuuint64_t)c->w_in * (cuuint64_t)c->h};
-  const cuuint32_t box[4] = {64, (cuuint32_t)p->pitch,
-                             (cuuint32_t)(p->halo_box_bytes / 128 / p->pitch), 1};
+  const int32_t row_bytes = conv_halo_row_bytes(c->c);
+  const cuuint32_t box[4] = {(cuuint32_t)row_bytes / 2u, (cuuint32_t)p->pitch,
+                             (cuuint32_t)(p->halo_box_bytes / row_bytes / p->pitch), 1};
   const cuuint32_t element_strides[4] = {1, 1, 1, 1};
   CUtensorMap map;
   CUresult result = driver->cuTensorMapEncodeTiled(
       &map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 4, (void*)(uintptr_t)c->x, dims, strides, box,
-      element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+      element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+      row_bytes == 32 ? CU_TENSOR_MAP_SWIZZLE_32B : CU_TENSOR_MAP_SWIZZLE_128B,
       CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (result != CUDA_SUCCESS) {
     return ember_cuda_status(driver, result, "cuTensorMapEncodeTiled(CONV2D x halo)");
@@ -2862,75 +2869,86 @@ static int64_t conv_halo_rows(int64_t n, int64_t oh, int64_t ow, int64_t pitch, 
   return rows + kh - 1 <= 256 ? rows : 0;
 }
 
-/* Sets halo's halo_box_bytes (what one copy delivers: (rows + kh - 1)·pitch rows of 128
- * bytes) and halo_bytes (a buffer of n positions' taps: those rows, and the rows the last
- * kept position's last tap reads, n - 1 + (kh - 1)·pitch + kw - 1 at most, in whole
- * 1024-byte blocks, so that every halo buffer starts on the swizzle's pattern). */
+/* Sets halo's halo_box_bytes (what one copy delivers: (rows + kh - 1)·pitch rows of
+ * conv_halo_row_bytes) and halo_bytes (a buffer of n positions' taps: those rows, and the
+ * rows the last kept position's last tap reads, n - 1 + (kh - 1)·pitch + kw - 1 at most,
+ * in whole 1024-byte blocks, so that every halo buffer starts on the swizzle's pattern). */
 static void conv_halo_size_buffers(conv_halo_plan* halo, const conv_igemm_shape* shape) {
+  const int64_t row_bytes = conv_halo_row_bytes(shape->cp);
   const int64_t box_rows = (halo->rows + shape->kh - 1) * halo->pitch;
   int64_t rows = halo->n + (shape->kh - 1) * halo->pitch + shape->kw - 1;
   if (rows < box_rows) rows = box_rows;
-  halo->halo_box_bytes = box_rows * 128;
-  halo->halo_bytes = ((rows + 7) & ~(int64_t)7) * 128;
+  halo->halo_box_bytes = box_rows * row_bytes;
+  halo->halo_bytes = (rows * row_bytes + 1023) / 1024 * 1024;
 }
 
 /* Whether the conv (of `channels` outputs, in `shape`, to oh x ow) runs on the
  * resident-weights form (kernel_params.h, ember_conv_halo_units256), and how (*out): one
- * group of 64 output channels over one of 64 input channels, at most
- * EMBER_K_CONV_HALO_UNITS_MAX_TAPS taps, and strips of 256 that keep 80% of what they
- * compute. */
+ * group of 64 output channels over 64 input channels or 16 (resnet's stem, read
+ * space-to-depth: 16 taps of 16; a multiple of 4 taps, the kernel's MMA groups), weights
+ * of at most EMBER_K_CONV_HALO_UNITS_MAX_W_TILES tiles of K 64, and strips of 256 that
+ * keep 80% of what they compute; with 16 channels, at least two strips for each of the
+ * GPU's sm_count SMs (one a consumer): resnet18's stem at batch 1 (56 strips) took 11.3-12.8
+ * us on this form on the H200, against 9.3 on conv_wgmma; at batch 64, 97.5 against 134.5. */
 static bool conv_halo_units_plan_of(const conv_igemm_shape* shape, int64_t channels, int64_t oh,
-                                    int64_t ow, conv_halo_plan* out) {
+                                    int64_t ow, int64_t sm_count, conv_halo_plan* out) {
   const int64_t pitch = ow + shape->kw - 1, taps = shape->kh * shape->kw;
-  if (channels > 64 || shape->cp != 64 || taps > EMBER_K_CONV_HALO_UNITS_MAX_TAPS) return false;
+  const int64_t w_tiles = (taps * shape->cp + 63) / 64;
+  const bool narrow = shape->cp == 16; /* halo rows of 32 bytes */
+  if (channels > 64 || (shape->cp != 64 && !narrow) || (narrow && taps % 4 != 0) ||
+      w_tiles > EMBER_K_CONV_HALO_UNITS_MAX_W_TILES) {
+    return false;
+  }
   conv_halo_plan u = {0};
   u.n = 256, u.pitch = pitch;
   u.rows = conv_halo_rows(u.n, oh, ow, pitch, shape->kh);
   if (u.rows == 0) return false;
   u.strips = (oh + u.rows - 1) / u.rows;
   if (oh * ow * 5 < u.strips * u.n * 4) return false;
-  u.strips_per_block = 1, u.groups = 1, u.o_tiles = 1, u.w_stages = taps;
+  u.strips_per_block = 1, u.groups = 1, u.o_tiles = 1, u.w_stages = w_tiles;
+  u.tiles = shape->n * u.strips;
+  if (u.tiles > INT32_MAX || (narrow && u.tiles < 2 * sm_count)) return false;
   conv_halo_size_buffers(&u, shape);
   /* A slot also holds its consumer's epilogue tile. */
-  const int64_t tile_bytes = ((u.n * EMBER_K_CONV_HALO_OUT_STRIDE * 2 + 1023) / 1024) * 1024;
-  if (u.halo_bytes < tile_bytes) u.halo_bytes = tile_bytes;
-  /* Three slots where they fit (resnet18's 56-wide convs: 215 KB), so that a unit's halo
-   * is copied while the two before it compute; else two. */
+  if (u.halo_bytes < EMBER_K_CONV_HALO_UNITS_TILE_BYTES) {
+    u.halo_bytes = EMBER_K_CONV_HALO_UNITS_TILE_BYTES;
+  }
+  /* Three slots where they fit (resnet18's 56-wide convs: 215 KB; its stem: 141 KB), so
+   * that a unit's halo is copied while the two before it compute; else two. */
   for (u.halo_stages = 3;; --u.halo_stages) {
-    u.shared_bytes = u.halo_stages * u.halo_bytes + taps * 64 * 128 +
+    u.shared_bytes = u.halo_stages * u.halo_bytes + w_tiles * 64 * 128 +
                      EMBER_K_CONV_HALO_BARRIER_BYTES + 1024;
     if (u.shared_bytes <= EMBER_K_CONV_HALO_MAX_SMEM_BYTES) break;
     if (u.halo_stages == 2) return false;
   }
-  u.tiles = shape->n * u.strips;
-  if (u.tiles > INT32_MAX) return false;
   u.units = true;
   *out = u;
   return true;
 }
 
 /* Whether CONV2D op (one the implicit-GEMM kernel takes, read in `shape`) fits the halo
- * kernel, and how (*out): stride 1 and no dilation over its packed input, packed channels
- * a multiple of 64 (halo rows of 128 bytes), a pitch and a halo that the tensor copy's
- * boxes (at most 256 a dimension) and shared memory hold, and at least 80% of the
- * positions computed kept: the resident-weights form where it takes the conv
- * (conv_halo_units_plan_of: resnet18's 56-wide convs, strips of 4 rows), else the strip
- * width (N 224 or 128, the larger on a tie) that wastes least; resnet18's 56, 28 and
- * 14-wide convs keep 87.5%, its 7 x 7 ones would keep 38% (they stay on conv_wgmma). Its stem, read space-to-depth in 16 channels, ran
- * slower on a form of this kernel with 32-byte halo rows (one K step of 16 a tap) than on
- * conv_wgmma: 211 against 151 us at batch 64 on the H200. */
+ * kernel, and how (*out): stride 1 and no dilation over its packed input, a pitch and a
+ * halo that the tensor copy's boxes (at most 256 a dimension) and shared memory hold, and
+ * at least 80% of the positions computed kept: the resident-weights form where it takes
+ * the conv (conv_halo_units_plan_of: resnet18's 56-wide convs, strips of 4 rows, and its
+ * stem, read space-to-depth in 16 channels, strips of 2), else, for packed channels a
+ * multiple of 64 (halo rows of 128 bytes), the strip width (N 224 or 128, the larger on a
+ * tie) that wastes least; resnet18's 56, 28 and 14-wide convs keep 87.5%, its 7 x 7 ones
+ * would keep 38% (they stay on conv_wgmma). The stem ran slower on that streaming form
+ * with 32-byte halo rows than on conv_wgmma: 211 against 151 us at batch 64 on the H200. */
 static bool conv_halo_plan_of(const ember_plan* plan, const ember_op_desc* op,
-                              const conv_igemm_shape* shape_in, conv_halo_plan* out) {
+                              const conv_igemm_shape* shape_in, int64_t sm_count,
+                              conv_halo_plan* out) {
   const ember_tensor_desc* y = ember_plan_op_output_tensor(plan, op, 0);
   const conv_igemm_shape shape = *shape_in;
-  if (shape.stride_h != 1 || shape.stride_w != 1 || shape.dil_h != 1 || shape.dil_w != 1 ||
-      shape.cp % 64 != 0) {
+  if (shape.stride_h != 1 || shape.stride_w != 1 || shape.dil_h != 1 || shape.dil_w != 1) {
     return false;
   }
   const int64_t oh = y->dims[2], ow = y->dims[3], channels = y->dims[1];
   const int64_t pitch = ow + shape.kw - 1; /* the input's width with its padding */
   if (pitch > 256) return false;
-  if (conv_halo_units_plan_of(&shape, channels, oh, ow, out)) return true;
+  if (conv_halo_units_plan_of(&shape, channels, oh, ow, sm_count, out)) return true;
+  if (shape.cp % 64 != 0) return false;
   conv_halo_plan best = {0};
   const int64_t widths[2] = {224, 128};
   for (int k = 0; k < 2; ++k) {
@@ -2986,7 +3004,7 @@ static bool uses_conv_halo(const ember_cuda_executor* executor) {
 static bool executor_conv_runs_halo(const ember_cuda_executor* executor, const ember_op_desc* op,
                                     const conv_igemm_shape* shape, conv_halo_plan* out) {
   return uses_conv_halo(executor) && executor_conv_runs_igemm(executor, op) &&
-         conv_halo_plan_of(executor->plan, op, shape, out);
+         conv_halo_plan_of(executor->plan, op, shape, (int64_t)executor->sm_count, out);
 }
 
 /* The col of CONV2D op (2-byte elements) on im2col from channels last + GEMM,
@@ -3477,7 +3495,7 @@ static ember_status* build_conv2d_igemm(ember_cuda_executor* executor, uint32_t 
     hp.rows = (int32_t)halo.rows, hp.pitch = (int32_t)halo.pitch, hp.strips = (int32_t)halo.strips;
     hp.images = (int32_t)shape.n;
     hp.strips_per_block = (int32_t)halo.strips_per_block, hp.groups = (int32_t)halo.groups;
-    hp.chunks = (int32_t)(shape.cp / 64);
+    hp.chunks = (int32_t)((shape.cp + 63) / 64);
     hp.taps = (int32_t)(shape.kh * shape.kw), hp.kw = (int32_t)shape.kw;
     hp.halo_stages = (int32_t)halo.halo_stages;
     hp.halo_bytes = (int32_t)halo.halo_bytes, hp.halo_box_bytes = (int32_t)halo.halo_box_bytes;
@@ -3485,9 +3503,10 @@ static ember_status* build_conv2d_igemm(ember_cuda_executor* executor, uint32_t 
     /* One block an SM (its 384 threads take the whole register file), each looping over
      * tiles, so that its copies for the next tile run under this one's MMAs and epilogue. */
     const int64_t grid = halo.tiles < executor->sm_count ? halo.tiles : executor->sm_count;
-    const uint32_t kernel = halo.units    ? EMBER_CUDA_KERNEL_CONV_HALO_UNITS_256
-                            : halo.n == 224 ? EMBER_CUDA_KERNEL_CONV_HALO_224
-                                            : EMBER_CUDA_KERNEL_CONV_HALO_128;
+    const uint32_t kernel = halo.units && shape.cp == 16 ? EMBER_CUDA_KERNEL_CONV_HALO_UNITS_256_C16
+                            : halo.units                 ? EMBER_CUDA_KERNEL_CONV_HALO_UNITS_256
+                            : halo.n == 224              ? EMBER_CUDA_KERNEL_CONV_HALO_224
+                                                         : EMBER_CUDA_KERNEL_CONV_HALO_128;
     step = add_kernel_step(executor, i, kernel + ember_cuda_half_index(y->dtype),
                            (unsigned int)grid, &hp, sizeof hp);
     step->block = EMBER_K_CONV_HALO_THREADS;

@@ -110,6 +110,7 @@ static const struct {
     PER_HALF(EMBER_CUDA_KERNEL_CONV_HALO_128, conv_halo, "ember_conv_halo128"),
     PER_HALF(EMBER_CUDA_KERNEL_CONV_HALO_224, conv_halo, "ember_conv_halo224"),
     PER_HALF(EMBER_CUDA_KERNEL_CONV_HALO_UNITS_256, conv_halo, "ember_conv_halo_units256"),
+    PER_HALF(EMBER_CUDA_KERNEL_CONV_HALO_UNITS_256_C16, conv_halo, "ember_conv_halo_units256_c16"),
 };
 #undef PER_DTYPE
 #undef PER_HALF
@@ -179,6 +180,8 @@ ember_status* ember_cuda_kernels_load(const ember_cuda_driver* driver,
       allow_dynamic_shared(driver, out_kernels, EMBER_CUDA_KERNEL_CONV_HALO_224, 2,
                            EMBER_K_CONV_HALO_MAX_SMEM_BYTES) &&
       allow_dynamic_shared(driver, out_kernels, EMBER_CUDA_KERNEL_CONV_HALO_UNITS_256, 2,
+                           EMBER_K_CONV_HALO_MAX_SMEM_BYTES) &&
+      allow_dynamic_shared(driver, out_kernels, EMBER_CUDA_KERNEL_CONV_HALO_UNITS_256_C16, 2,
                            EMBER_K_CONV_HALO_MAX_SMEM_BYTES);
   out_kernels->gemm_wgmma =
       status == NULL && out_kernels->modules[EMBER_CUDA_MODULE_gemm_wgmma] != NULL &&

@@ -54,9 +54,11 @@ typedef enum ember_cuda_kernel_id {
   EMBER_CUDA_KERNEL_CONV_HALO_128 = 69,
   EMBER_CUDA_KERNEL_CONV_HALO_224 = 71,
   EMBER_CUDA_KERNEL_MAX_POOL2D_NHWC = 73, /* + dtype */
-  /* sm_90a only (conv_halo, the resident-weights form); + dtype index - 1 */
+  /* sm_90a only (conv_halo, the resident-weights form: halo rows of 64 channels, or 16);
+   * + dtype index - 1 */
   EMBER_CUDA_KERNEL_CONV_HALO_UNITS_256 = 76,
-  EMBER_CUDA_KERNEL_COUNT = 78,
+  EMBER_CUDA_KERNEL_CONV_HALO_UNITS_256_C16 = 78,
+  EMBER_CUDA_KERNEL_COUNT = 80,
 } ember_cuda_kernel_id;
 
 #define EMBER_CUDA_MODULE_COUNT 15

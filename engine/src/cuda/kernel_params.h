@@ -618,31 +618,37 @@ typedef struct ember_k_gemm_wgmma_params {
  * (64 + 8) elements each), the barriers (EMBER_K_CONV_HALO_BARRIER_BYTES), and 1 KB to
  * align it to the swizzle's 1024 bytes (cuda_executor.c conv_halo_plan_of).
  * ember_conv_halo_units256_<f16|bf16> takes the same parameters for a conv of at most 64
- * output channels, 64 input channels and EMBER_K_CONV_HALO_UNITS_MAX_TAPS taps, n 256:
- * a tile is one strip (`tiles` = images·strips), strips_per_block, groups and o_tiles 1,
- * halo_stages 2 or 3, w_stages = taps; its shared memory is the halo slots, halo_bytes
- * each (a slot also holds the epilogue tile of the strip whose halo it held: at least
- * 256 x (64 + 8) elements), the taps' weight tiles, the barriers, and the 1 KB. */
+ * output channels over conv.c = 64 input channels, and ember_conv_halo_units256_c16_* over
+ * 16 (halo rows of 32 bytes, boxes of 16 channels with the 32-byte swizzle; a tap is one
+ * K step of 16), n 256: a tile is
+ * one strip (`tiles` = images·strips), strips_per_block, groups and o_tiles 1, halo_stages
+ * 2 or 3, w_stages = the weight tiles of K 64 that the taps take (taps·c / 64 rounded
+ * up, at most EMBER_K_CONV_HALO_UNITS_MAX_W_TILES; with 16 channels, taps a multiple of
+ * 4); its shared memory is the halo slots, halo_bytes each (a slot also holds the
+ * epilogue tile of the strip whose halo it held: at least
+ * EMBER_K_CONV_HALO_UNITS_TILE_BYTES), the weight tiles, the barriers, and the 1 KB. */
 #define EMBER_K_CONV_HALO_THREADS 384
 #define EMBER_K_CONV_HALO_MAX_W_STAGES 8
 #define EMBER_K_CONV_HALO_BARRIER_BYTES 256
 #define EMBER_K_CONV_HALO_OUT_STRIDE 72 /* elements between positions of an epilogue tile */
-#define EMBER_K_CONV_HALO_UNITS_MAX_TAPS 16
+#define EMBER_K_CONV_HALO_UNITS_MAX_W_TILES 16
+/* An epilogue tile of the resident-weights form: 256 positions of 64 + 8 channels. */
+#define EMBER_K_CONV_HALO_UNITS_TILE_BYTES (256 * EMBER_K_CONV_HALO_OUT_STRIDE * 2)
 /* The most a launch asks: what a block of the H100 and H200 can have. */
 #define EMBER_K_CONV_HALO_MAX_SMEM_BYTES (227 * 1024)
 typedef struct ember_k_conv_halo_params {
-  /* [n, h, w, c]: boxes of 64 x pitch x (rows + KH - 1) x 1 */
+  /* [n, h, w, c]: boxes of min(c, 64) x pitch x (rows + KH - 1) x 1 */
   EMBER_K_ALIGNAS(64) uint64_t x_map[16];
   uint64_t w_map[16]; /* [o][k_stride]: boxes of 64 x 64·groups */
   ember_k_conv_igemm_params conv;
   int32_t rows, pitch, strips; /* strips = ceil(oh / rows), of one image */
   int32_t images;
   int32_t strips_per_block, groups;
-  int32_t chunks; /* c / 64 */
+  int32_t chunks; /* c / 64, rounded up */
   int32_t taps, kw;
   int32_t halo_stages, w_stages; /* halo_stages 1 or 2; w_stages up to the max */
   int32_t halo_bytes; /* one strip's halo buffer: its rows in whole KB */
-  int32_t halo_box_bytes; /* what one halo copy delivers: (rows + KH - 1) · pitch · 128 */
+  int32_t halo_box_bytes; /* one halo copy: (rows + KH - 1) · pitch rows of min(c, 64) · 2 bytes */
   int32_t tiles;
   int32_t reserved[2];
 } ember_k_conv_halo_params;

@@ -797,6 +797,21 @@ def issue5_cases():
         p.op(pw.Op.RELU, [c], p.out([280, 64, 1, 220]))
     yield "conv2d_halo_two_slots", -1.0, 1.0, build_halo_two_slots
 
+    # The resident-weights form over resnet's stem read space-to-depth (16 channels: halo
+    # rows of 32 bytes, one K step of 16 a tap): 300 images of 8 x 120, a strip of 4 output
+    # rows each, so that both consumers take strips on a GPU of up to 150 SMs; the RELU,
+    # and the output channels last for the max pool after it, which a 1x1 conv reads
+    # (on conv_wgmma: too few positions kept for a strip).
+    def build_halo_stem(p):
+        c = p.op(pw.Op.CONV2D, [p.input([300, 3, 8, 120]), p.const([64, 3, 7, 7], 0.3),
+                                p.const([64], 0.2)],
+                 p.tmp([300, 64, 4, 60]), [2, 2, 3, 3, 1, 1, 1])
+        r = p.op(pw.Op.RELU, [c], p.tmp([300, 64, 4, 60]))
+        m = p.op(pw.Op.MAX_POOL2D, [r], p.tmp([300, 64, 2, 30]), [3, 3, 2, 2, 1, 1, 1, 1, 0])
+        p.op(pw.Op.CONV2D, [m, p.const([64, 64, 1, 1], 0.1), p.const([64], 0.2)],
+             p.out([300, 64, 2, 30]), [1, 1, 0, 0, 1, 1, 1])
+    yield "conv2d_halo_stem", -1.0, 1.0, build_halo_stem
+
     pools = [("max_k3s2p1", pw.Op.MAX_POOL2D, [2, 3, 9, 9], 3, 2, 1, 1, 0, 0, 0),
              ("max_dil2", pw.Op.MAX_POOL2D, [1, 2, 10, 10], 3, 1, 1, 2, 0, 0, 0),
              ("max_ceil", pw.Op.MAX_POOL2D, [1, 2, 8, 8], 3, 2, 0, 1, 1, 0, 0),

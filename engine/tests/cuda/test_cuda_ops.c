@@ -360,11 +360,13 @@ static const struct {
 };
 
 /* CONV2D cases on the halo kernel (conv_halo.cu) where the executor takes it, how many of
- * their convs, and how many of those on its resident-weights form (64 channels in and
- * out): the two of a resnet block of 64 channels (the first's output channels last, the
- * second's NCHW), a conv of two 64-channel chunks (N 224, the control: weights
- * streamed), two convs of more strips than two a block, one of each form, and one on the
- * resident-weights form with two halo slots. */
+ * their convs, and how many of those on its resident-weights form (at most 64 channels
+ * out, 64 or 16 in): the two of a resnet block of 64 channels (the first's output
+ * channels last, the second's NCHW), a conv of two 64-channel chunks (N 224, the control:
+ * weights streamed), two convs of more strips than two a block, one of each form, one on
+ * the resident-weights form with two halo slots, and a stem read space-to-depth (16
+ * channels) of 300 strips, two or more for each SM of the GPU, its output channels last
+ * (igemm_stem, 81 strips, is the control: it stays on conv_wgmma). */
 static const struct {
   const char* prefix;
   uint32_t conv_halos, conv_halo_units;
@@ -373,6 +375,7 @@ static const struct {
     {"conv2d_halo_chunks_", 1, 0},
     {"conv2d_halo_units_", 2, 1},
     {"conv2d_halo_two_slots_", 1, 1},
+    {"conv2d_halo_stem_", 1, 1},
 };
 
 /* Cases with an ADD right before a LAYER_NORM, and how many of those ADDs the LAYER_NORM
@@ -539,10 +542,11 @@ static void run_op_case(const char* dir, const char* name, double low, double hi
   }
   {
     /* The convs that read their input folded space-to-depth: the stem cases on the wgmma
-     * kernel, in float16 and bfloat16. Every other case is a control: more channels
-     * (o136_stride2), stride 1 (3x3), too few tiles (im2col_stem), float32. */
+     * kernel (or the halo kernel), in float16 and bfloat16. Every other case is a control:
+     * more channels (o136_stride2), stride 1 (3x3), too few tiles (im2col_stem), float32. */
     const bool fold_case = strncmp(name, "conv2d_igemm_stem_", 18) == 0 ||
-                           strncmp(name, "conv2d_igemm_fold_", 18) == 0;
+                           strncmp(name, "conv2d_igemm_fold_", 18) == 0 ||
+                           strncmp(name, "conv2d_halo_stem_", 17) == 0;
     const uint32_t expected = fold_case && info.conv_wgmma && !ends_with(name, "_f32") ? 1u : 0u;
     EXPECT(info.conv_folds == expected,
            "%s: %u CONV2D read their input space-to-depth, expected %u", name, info.conv_folds,
@@ -554,8 +558,9 @@ static void run_op_case(const char* dir, const char* name, double low, double hi
      * bfloat16. Every other case with a MAX_POOL2D is a control: maxpool_out (its output
      * is the plan's), the pool cases (a plan input or an NCHW intermediate in), dyn_conv
      * (convs too small for the kernel), float32. */
-    const bool pooled = strncmp(name, "conv2d_igemm_maxpool_", 21) == 0 &&
-                        strncmp(name, "conv2d_igemm_maxpool_out_", 25) != 0;
+    const bool pooled = (strncmp(name, "conv2d_igemm_maxpool_", 21) == 0 &&
+                         strncmp(name, "conv2d_igemm_maxpool_out_", 25) != 0) ||
+                        strncmp(name, "conv2d_halo_stem_", 17) == 0;
     const uint32_t expected = pooled && !ends_with(name, "_f32") ? 1u : 0u;
     EXPECT(info.pools_channels_last == expected,
            "%s: %u MAX_POOL2D channels last, expected %u", name, info.pools_channels_last,
@@ -564,8 +569,11 @@ static void run_op_case(const char* dir, const char* name, double low, double hi
   {
     /* The convs on the halo kernel (kHalo) where the executor takes it, in float16 and
      * bfloat16. Every other case is a control: stride 2 (o136_stride2, 1x1_stride2),
-     * packed channels not a multiple of 64 (3x3, dil_rect and the blocks and chains of 8
-     * channels; tiles96's 16; the stem and fold cases, read space-to-depth in 8 or 16),
+     * packed channels neither 16 nor a multiple of 64 (3x3, dil_rect and the blocks and
+     * chains of 8 channels; fold_c1_k5, read space-to-depth in 8), 16 with too few kept
+     * positions for a strip of 256 (tiles96, 96 of 128 wide; fold_c4_k4 and fold_relu,
+     * 64 and 65 of 256), more than 64 output channels (fold_rect) or fewer strips than
+     * two an SM (igemm_stem),
      * float32, and the executors without it (EMBER_CUDA_WGMMA=0, other GPUs). */
     uint32_t expected = 0, expected_units = 0;
     for (size_t c = 0; c < sizeof kHalo / sizeof kHalo[0]; ++c) {

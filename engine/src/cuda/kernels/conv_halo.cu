@@ -323,29 +323,36 @@ __device__ __forceinline__ void conv_halo(const ember_k_conv_halo_params& hp, ui
   }
 }
 
-/* The halo conv of one group of 64 output channels over one chunk of 64 input channels
- * (resnet's first stage), whose every tap's weight tile (at most
- * EMBER_K_CONV_HALO_UNITS_MAX_TAPS, 8 KB each) stays in shared memory, since every strip
- * reads the same ones. A unit is one strip of N = 256 positions. The two consumers take
- * the block's units in turn, and so do their MMAs, so that one's epilogue runs while the
- * other's MMAs run. Why: with both consumers on one tile at once (conv_halo), ncu on the
- * H200 found no eligible warp in 61% of the cycles of resnet18's 56-wide convs, whose K
- * of 576 puts an epilogue after every 9 weight tiles; this form took them from 53-57 to
- * 39-44 us. Unit nth's halo lands in slot nth % halo_stages (3 where they fit), and its
- * epilogue tile reuses that slot once its MMAs are done, which is what lets three 48 KB
- * halos and the 72 KB of weights fit. Measured on the H200 and not kept: units of 64
- * channels by 128 positions for every conv of this file, weights streamed (layer2-3's
- * convs 7-11 us slower each), and two accumulator chains of 128 positions rather than
- * one of 256 (a little slower). */
-template <typename T>
+/* The halo conv of one group of 64 output channels over one chunk of C input channels
+ * (C 64: resnet's first stage; C 16: its stem, read space-to-depth), whose weight tiles
+ * (hp.w_stages of them, 64 rows of K 64 each, 8 KB; at most
+ * EMBER_K_CONV_HALO_UNITS_MAX_W_TILES) stay in shared memory, since every strip reads the same ones. A unit is one strip of
+ * N = 256 positions. The two consumers take the block's units in turn, and so do their
+ * MMAs, so that one's epilogue runs while the other's MMAs run. Why: with both consumers
+ * on one tile at once (conv_halo), ncu on the H200 found no eligible warp in 61% of the
+ * cycles of resnet18's 56-wide convs, whose K of 576 puts an epilogue after every 9
+ * weight tiles; this form took them from 53-57 to 39-44 us. Unit nth's halo lands in slot
+ * nth % halo_stages (3 where they fit), and its epilogue tile reuses that slot once its
+ * MMAs are done, which is what lets three 48 KB halos and the 72 KB of weights fit.
+ * With C 16 a halo row is 32 bytes (the 32-byte swizzle, the same property of the
+ * address bits as the 128-byte one) and a tap is one K step of 16, whose weights are
+ * the 32 bytes at K offset 16·tap of the weight tiles; its slots are small (19 KB for
+ * the stem) beside the tile they also hold. Measured on the H200 and not kept: for C 16,
+ * epilogue tiles of the consumers' own and four slots, each going back to the copy once
+ * its MMAs are done (the stem 100.3 us at batch 64, against 97.5); and
+ * units of 64 channels by 128 positions for every conv of this file, weights streamed
+ * (layer2-3's convs 7-11 us slower each), and two accumulator chains of 128 positions
+ * rather than one of 256 (a little slower). */
+template <typename T, int C>
 __device__ __forceinline__ void conv_halo_units(const ember_k_conv_halo_params& hp, uint8_t* smem) {
+  static_assert(C == 16 || C == 64, "halo rows of 32 or 128 bytes");
   constexpr int N = 256;
   constexpr uint32_t kWBytes = 64u * 128u;
   const ember_k_conv_igemm_params& p = hp.conv;
   const int tid = threadIdx.x, warpgroup = tid >> 7;
   const uint32_t slots = shared_address(smem);
   const uint32_t w_tiles = slots + (uint32_t)(hp.halo_stages * hp.halo_bytes);
-  const uint32_t bars = w_tiles + (uint32_t)hp.taps * kWBytes;
+  const uint32_t bars = w_tiles + (uint32_t)hp.w_stages * kWBytes;
   const uint32_t stages = (uint32_t)hp.halo_stages;
   auto slot = [&](int s) { return slots + (uint32_t)(s * hp.halo_bytes); };
   auto halo_full = [&](int s) { return bars + (uint32_t)(8 * s); };
@@ -385,9 +392,9 @@ __device__ __forceinline__ void conv_halo_units(const ember_k_conv_halo_params& 
         tma_load_4d(slot(s), hp.x_map, 0, -p.pad_w, oh0 - p.pad_h, n, halo_full(s));
       }
     } else if (tid == 32) {
-      mbarrier_expect_tx(w_full, (uint32_t)hp.taps * kWBytes);
-      for (int t = 0; t < hp.taps; ++t) {
-        tma_load_2d(w_tiles + (uint32_t)t * kWBytes, hp.w_map, t * p.c, 0, w_full);
+      mbarrier_expect_tx(w_full, (uint32_t)hp.w_stages * kWBytes);
+      for (int i = 0; i < hp.w_stages; ++i) {
+        tma_load_2d(w_tiles + (uint32_t)i * kWBytes, hp.w_map, i * 64, 0, w_full);
       }
     }
     return;
@@ -407,17 +414,34 @@ __device__ __forceinline__ void conv_halo_units(const ember_k_conv_halo_params& 
     if (nth > 0) mbarrier_wait(mma_issued((int)(nth - 1) & 1), ((nth - 1) >> 1) & 1);
     mbarrier_wait(w_full, 0);
     mbarrier_wait(halo_full(s), (nth / stages) & 1);
-    for (int t = 0; t < hp.taps; ++t) {
-      const int kh = t / hp.kw, kw = t - kh * hp.kw;
-      const uint32_t a = w_tiles + (uint32_t)t * kWBytes;
-      const uint32_t b = slot(s) + (uint32_t)((kh * hp.pitch + kw) * 128);
-      wgmma_fence();
+    if constexpr (C == 64) {
+      for (int t = 0; t < hp.taps; ++t) {
+        const int kh = t / hp.kw, kw = t - kh * hp.kw;
+        const uint32_t a = w_tiles + (uint32_t)t * kWBytes;
+        const uint32_t b = slot(s) + (uint32_t)((kh * hp.pitch + kw) * 128);
+        wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {
-        wgmma_mma<T, N>(acc, wgmma_descriptor(a + kk * 32), wgmma_descriptor(b + kk * 32));
+        for (int kk = 0; kk < 4; ++kk) {
+          wgmma_mma<T, N>(acc, wgmma_descriptor(a + kk * 32), wgmma_descriptor(b + kk * 32));
+        }
+        wgmma_commit();
+        wgmma_wait<1>();
       }
-      wgmma_commit();
-      wgmma_wait<1>();
+    } else {
+      /* One MMA a tap, four taps (a weight tile) a group (the planner takes a multiple of
+       * 4); groups of one, each waited for as the 64-channel loop does, made resnet18's
+       * stem at batch 64 108.6 us on the H200, against 97.5. */
+      for (int t0 = 0; t0 < hp.taps; t0 += 4) {
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+          const int t = t0 + kk, kh = t / hp.kw, kw = t - kh * hp.kw;
+          const uint32_t a = w_tiles + (uint32_t)(t0 >> 2) * kWBytes + (uint32_t)kk * 32u;
+          const uint32_t b = slot(s) + (uint32_t)((kh * hp.pitch + kw) * 32);
+          wgmma_mma<T, N>(acc, wgmma_descriptor(a), wgmma_descriptor_32b(b));
+        }
+        wgmma_commit();
+      }
     }
     if ((tid & 127) == 0) mbarrier_arrive(mma_issued(g));
     wgmma_wait_all();
@@ -444,10 +468,10 @@ __device__ __forceinline__ void conv_halo_entry(const ember_k_conv_halo_params& 
 #endif
 }
 
-template <typename T>
+template <typename T, int C>
 __device__ __forceinline__ void conv_halo_units_entry(const ember_k_conv_halo_params& hp) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  conv_halo_units<T>(hp, swizzle_aligned_shared());
+  conv_halo_units<T, C>(hp, swizzle_aligned_shared());
 #else
   (void)hp;
   __trap(); /* built for another target than sm_90a: the host never launches it there */
@@ -468,10 +492,14 @@ EMBER_CONV_HALO_KERNEL(128, bf16, __nv_bfloat16)
 EMBER_CONV_HALO_KERNEL(224, f16, __half)
 EMBER_CONV_HALO_KERNEL(224, bf16, __nv_bfloat16)
 
-#define EMBER_CONV_HALO_UNITS_KERNEL(suffix, type)                                            \
+/* One kernel per halo row: 64 channels (ember_conv_halo_units256_*) or 16 (..._c16_*), as
+ * one kernel with both loops had ptxas serialize every wgmma of both (C7520). */
+#define EMBER_CONV_HALO_UNITS_KERNEL(name, c, suffix, type)                                  \
   extern "C" __global__ void __launch_bounds__(EMBER_K_CONV_HALO_THREADS, 1)                 \
-      ember_conv_halo_units256_##suffix(const __grid_constant__ ember_k_conv_halo_params p) { \
-    ember::conv_halo_units_entry<type>(p);                                                    \
+      name##_##suffix(const __grid_constant__ ember_k_conv_halo_params p) {                   \
+    ember::conv_halo_units_entry<type, c>(p);                                                 \
   }
-EMBER_CONV_HALO_UNITS_KERNEL(f16, __half)
-EMBER_CONV_HALO_UNITS_KERNEL(bf16, __nv_bfloat16)
+EMBER_CONV_HALO_UNITS_KERNEL(ember_conv_halo_units256, 64, f16, __half)
+EMBER_CONV_HALO_UNITS_KERNEL(ember_conv_halo_units256, 64, bf16, __nv_bfloat16)
+EMBER_CONV_HALO_UNITS_KERNEL(ember_conv_halo_units256_c16, 16, f16, __half)
+EMBER_CONV_HALO_UNITS_KERNEL(ember_conv_halo_units256_c16, 16, bf16, __nv_bfloat16)

@@ -21,6 +21,15 @@ __device__ __forceinline__ uint64_t wgmma_descriptor(uint32_t address) {
          (uint64_t)1 << 62;
 }
 
+/* wgmma_descriptor for a K-major tile of 32-byte rows (K 16) with the 32-byte swizzle:
+ * groups of 8 rows 256 bytes apart, layout type 3. Like the 128-byte swizzle, a function
+ * of the address bits, so a start on any row of a 256-byte-aligned tile reads it as the
+ * tensor copy wrote it. */
+__device__ __forceinline__ uint64_t wgmma_descriptor_32b(uint32_t address) {
+  return (uint64_t)((address & 0x3ffffu) >> 4) | (uint64_t)1 << 16 | (uint64_t)(256 >> 4) << 32 |
+         (uint64_t)3 << 62;
+}
+
 /* The block's dynamic shared memory from its first 1024-byte boundary: the 128-byte
  * swizzle and the matrix descriptors want 1024-byte-aligned tiles, and every launch of
  * these kernels asks 1024 bytes more than its tiles take, for this. */
