@@ -122,6 +122,7 @@ typedef struct ember_cuda_executor {
   bool* channels_last;
   uint32_t channels_last_tensors;
   uint32_t pools_channels_last; /* MAX_POOL2Ds reading and writing channels last */
+  uint32_t pools_shared_rows;   /* of those, with their input rows in shared memory */
   uint32_t conv_packs; /* NCHW -> channels-last copies before those convs */
   CUdeviceptr conv_packed; /* the input of such a conv, channels last (the largest any needs) */
   uint32_t conv_igemms;
@@ -3742,16 +3743,26 @@ static void build_pool2d(ember_cuda_executor* executor, uint32_t i) {
   set_pool2d_index32(&p);
   /* x and y both channels last (plan_channels_last): a thread per 16 bytes of y. */
   const bool channels_last = executor->channels_last[ember_plan_op_input(plan, op, 0)];
+  /* 3 x 3 windows of dilation 1 over rows that fit a block's default shared memory (48
+   * KB: resnet18's stem output, 112 wide, 64 channels in float16, takes 42): a block an
+   * output row, its three input rows in shared memory (max_pool2d_nhwc_shared_rows). */
+  const uint64_t rows_bytes = 3u * (uint64_t)p.w * (uint64_t)x->dims[1] * ember_dtype_size(x->dtype);
   if (channels_last) {
     p.channels = x->dims[1];
+    p.shared_rows = p.index32 && p.kh == 3 && p.kw == 3 && p.dilation_h == 1 &&
+                    p.dilation_w == 1 && rows_bytes <= 48u * 1024u;
     ++executor->pools_channels_last;
+    if (p.shared_rows) ++executor->pools_shared_rows;
   }
   const uint32_t kernel =
       channels_last ? EMBER_CUDA_KERNEL_MAX_POOL2D_NHWC : EMBER_CUDA_KERNEL_POOL2D;
-  ember_cuda_step* step = add_kernel_step(
-      executor, i, kernel + ember_cuda_dtype_index(y->dtype),
-      channels_last ? grid_for_vectors(executor, y->nbytes) : grid_for_elements(executor, y->numel),
-      &p, sizeof p);
+  const unsigned int grid =
+      p.shared_rows    ? grid_for_rows(executor, (uint64_t)(x->dims[0] * p.oh))
+      : channels_last ? grid_for_vectors(executor, y->nbytes)
+                      : grid_for_elements(executor, y->numel);
+  ember_cuda_step* step =
+      add_kernel_step(executor, i, kernel + ember_cuda_dtype_index(y->dtype), grid, &p, sizeof p);
+  if (p.shared_rows) step->shared_bytes = (unsigned int)rows_bytes;
   add_ref(executor, step, ember_plan_op_input(plan, op, 0), offsetof(ember_k_pool2d_params, x));
   add_ref(executor, step, ember_plan_op_output(plan, op, 0), offsetof(ember_k_pool2d_params, y));
 }
@@ -4751,6 +4762,7 @@ void ember_cuda_executor_get_info(const ember_executor* base,
   out_info->norm_adds = executor->norm_adds;
   out_info->channels_last_tensors = executor->channels_last_tensors;
   out_info->pools_channels_last = executor->pools_channels_last;
+  out_info->pools_shared_rows = executor->pools_shared_rows;
   out_info->conv_wgmma = uses_conv_wgmma(executor);
   out_info->conv_halo = uses_conv_halo(executor);
   out_info->gemm_wgmmas = executor->gemm_wgmmas;

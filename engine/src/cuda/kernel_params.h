@@ -468,7 +468,9 @@ typedef struct ember_k_pool2d_params {
    * 32-bit math, dividing n < 2^31 by ow (div_*[0]) and oh (div_*[1]) as
    * (umulhi(n, div_mul[k]) + n) >> div_shift[k]. 0: int64 math. */
   int32_t index32;
-  uint32_t reserved;
+  /* ember_max_pool2d_nhwc only, 3 x 3 windows of dilation 1: a block per output row, its
+   * input rows in dynamic shared memory (3 · w · C elements, which the host launches). */
+  int32_t shared_rows;
   uint32_t div_mul[2];
   uint32_t div_shift[2];
   /* ember_max_pool2d_nhwc only: C, x and y being [N, H, W, C] in memory (C a multiple of

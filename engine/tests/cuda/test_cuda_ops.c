@@ -565,6 +565,13 @@ static void run_op_case(const char* dir, const char* name, double low, double hi
     EXPECT(info.pools_channels_last == expected,
            "%s: %u MAX_POOL2D channels last, expected %u", name, info.pools_channels_last,
            expected);
+    /* Of those, the 3 x 3 ones read their input rows through shared memory; maxpool_k2's
+     * 2 x 2 pool is the control. */
+    const uint32_t shared_rows =
+        expected != 0 && strncmp(name, "conv2d_igemm_maxpool_k2_", 24) != 0 ? 1u : 0u;
+    EXPECT(info.pools_shared_rows == shared_rows,
+           "%s: %u MAX_POOL2D with their rows in shared memory, expected %u", name,
+           info.pools_shared_rows, shared_rows);
   }
   {
     /* The convs on the halo kernel (kHalo) where the executor takes it, in float16 and
