@@ -39,6 +39,8 @@
 #   JOBS=...       parallel build and test jobs (default: the number of CPUs)
 #   PYTHON=...     the Python to install into and run with (default python3)
 #   SANITIZE=0     same as leaving sanitize out of SECTIONS
+#   BENCH_AOTI=    (empty) the bench without its AOTInductor anchor, whose exports take
+#                  minutes a row where it loads (default --aoti)
 set -uo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -228,7 +230,7 @@ if want bench; then
   section "bench: bench/run_bench.py (exports its programs here, then the table of issue 6)"
   if [[ -x "$runner" ]]; then
     env -u LD_LIBRARY_PATH timeout "${BENCH_TIMEOUT:-1500}" "$python" "$repo/bench/run_bench.py" \
-      --runner "$runner" --work "$build/bench" --out "$out/RESULTS.md" --aoti ${BENCH_ARGS:-} \
+      --runner "$runner" --work "$build/bench" --out "$out/RESULTS.md" ${BENCH_AOTI---aoti} ${BENCH_ARGS:-} \
       >"$logs/bench.log" 2>&1 || fail "bench (bench.log)"
     grep -vE "^RAW " "$out/RESULTS.md" 2>/dev/null | grep -E "^\|" | head -12 | tee -a "$summary"
     grep -E "^- AOTInductor" "$out/RESULTS.md" 2>/dev/null | tee -a "$summary"
