@@ -555,12 +555,14 @@ static void run_op_case(const char* dir, const char* name, double low, double hi
   {
     /* MAX_POOL2Ds reading and writing channels last: the one between the implicit-GEMM
      * convs of the maxpool cases (3 x 3 of stride 2 or 1, 2 x 2), in float16 and
-     * bfloat16. Every other case with a MAX_POOL2D is a control: maxpool_out (its output
-     * is the plan's), the pool cases (a plan input or an NCHW intermediate in), dyn_conv
-     * (convs too small for the kernel), float32. */
+     * bfloat16, and halo_stem's where its stem reads space-to-depth (the wgmma kernels;
+     * elsewhere its 3 channels keep it on im2col + GEMM, NCHW). Every other case with a
+     * MAX_POOL2D is a control: maxpool_out (its output is the plan's), the pool cases (a
+     * plan input or an NCHW intermediate in), dyn_conv (convs too small for the kernel),
+     * float32. */
     const bool pooled = (strncmp(name, "conv2d_igemm_maxpool_", 21) == 0 &&
                          strncmp(name, "conv2d_igemm_maxpool_out_", 25) != 0) ||
-                        strncmp(name, "conv2d_halo_stem_", 17) == 0;
+                        (strncmp(name, "conv2d_halo_stem_", 17) == 0 && info.conv_wgmma);
     const uint32_t expected = pooled && !ends_with(name, "_f32") ? 1u : 0u;
     EXPECT(info.pools_channels_last == expected,
            "%s: %u MAX_POOL2D channels last, expected %u", name, info.pools_channels_last,
