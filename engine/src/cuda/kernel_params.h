@@ -622,9 +622,8 @@ typedef struct ember_k_gemm_wgmma_params {
  * ember_conv_halo_units256_<f16|bf16> takes the same parameters for a conv of at most 64
  * output channels over conv.c = 64 input channels, and ember_conv_halo_units256_c16_* over
  * 16 (halo rows of 32 bytes, boxes of 16 channels with the 32-byte swizzle; a tap is one
- * K step of 16), n 256: a tile is
- * one strip (`tiles` = images·strips), strips_per_block, groups and o_tiles 1, halo_stages
- * 2 or 3, w_stages = the weight tiles of K 64 that the taps take (taps·c / 64 rounded
+ * K step of 16), n 256: a tile is one strip (`tiles` = images·strips), strips_per_block,
+ * groups and o_tiles 1, halo_stages 2 or 3, w_stages = the weight tiles of K 64 that the taps take (taps·c / 64 rounded
  * up, at most EMBER_K_CONV_HALO_UNITS_MAX_W_TILES; with 16 channels, taps a multiple of
  * 4); its shared memory is the halo slots, halo_bytes each (a slot also holds the
  * epilogue tile of the strip whose halo it held: at least

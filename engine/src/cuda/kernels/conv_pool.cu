@@ -722,18 +722,6 @@ __device__ __forceinline__ void max_exact(Vec16<T>& best, const uint4& tap) {
   }
 }
 
-/* MAX_POOL2D with x and y channels last, [N, H, W, C] in memory (p.channels = C, a
- * multiple of 8; both 16-byte aligned; fewer than 2^31 elements each, so 32-bit math): a
- * thread per 16 bytes of y, kCount adjacent channels of one output position, each window
- * tap one 16-byte load of the same channels (a warp reads 512 contiguous bytes of one
- * input pixel row). A tap outside the input reads as -inf, which no rule below takes.
- * K > 0: K x K windows of dilation 1, every tap loaded before any is compared, then
- * compared a word at a time (max_word); a window holding a NaN is done again, element by
- * element, by max_pool_one's rule (max_exact). Element by element throughout, resnet18
- * b64's pool was issue-bound at 61 us; this form takes 54 (ncu: 47.6 us, 53% of the
- * H200's DRAM throughput, L1 hit rate 27%, occupancy 44%). A form that took 2 x 2 outputs
- * a thread (25 loads for 4 windows, not 36) was slower: 58 us, L1 hit rate 15%. K == 0:
- * any window, tap by tap, max_exact. */
 /* The max of a K x K window's taps (16 bytes of kCount channels each; -inf where outside
  * the input), compared a word at a time (max_word); a window holding a NaN is done again,
  * element by element, by max_pool_one's rule (max_exact). */
@@ -758,6 +746,7 @@ __device__ __forceinline__ Vec16<T> max_of_taps(const uint4 (&taps)[K * K], cons
   return best;
 }
 
+/* A vector of -inf: a window's start, and what a tap outside the input reads as. */
 template <typename Vec>
 __device__ __forceinline__ Vec all_neg_inf() {
   Vec v;
@@ -766,6 +755,17 @@ __device__ __forceinline__ Vec all_neg_inf() {
   return v;
 }
 
+/* MAX_POOL2D with x and y channels last, [N, H, W, C] in memory (p.channels = C, a
+ * multiple of 8; both 16-byte aligned; fewer than 2^31 elements each, so 32-bit math): a
+ * thread per 16 bytes of y, kCount adjacent channels of one output position, each window
+ * tap one 16-byte load of the same channels (a warp reads 512 contiguous bytes of one
+ * input pixel row). A tap outside the input reads as -inf, which no rule below takes.
+ * K > 0: K x K windows of dilation 1, every tap loaded before any is compared
+ * (max_of_taps). Element by element throughout, resnet18
+ * b64's pool was issue-bound at 61 us; this form takes 54 (ncu: 47.6 us, 53% of the
+ * H200's DRAM throughput, L1 hit rate 27%, occupancy 44%). A form that took 2 x 2 outputs
+ * a thread (25 loads for 4 windows, not 36) was slower: 58 us, L1 hit rate 15%. K == 0:
+ * any window, tap by tap, max_exact. */
 template <typename T, int K>
 __device__ void max_pool2d_nhwc_windows(const ember_k_pool2d_params& p) {
   typedef int32_t I;
