@@ -579,10 +579,10 @@ static void run_op_case(const char* dir, const char* name, double low, double hi
     /* The convs on the halo kernel (kHalo) where the executor takes it, in float16 and
      * bfloat16. Every other case is a control: stride 2 (o136_stride2, 1x1_stride2),
      * packed channels neither 16 nor a multiple of 64 (3x3, dil_rect and the blocks and
-     * chains of 8 channels; fold_c1_k5, read space-to-depth in 8), 16 with too few kept
-     * positions for a strip of 256 (tiles96, 96 of 128 wide; fold_c4_k4 and fold_relu,
-     * 64 and 65 of 256), more than 64 output channels (fold_rect) or fewer strips than
-     * two an SM (igemm_stem),
+     * chains of 8 channels; fold_c1_k5, read space-to-depth in 8), 16 with taps not a
+     * multiple of 4 (tiles96's 9), too few positions kept by strips of 256 (fold_c4_k4 and
+     * fold_relu: 73% and 75%, and 44 strips each), more than 64 output channels
+     * (fold_rect) or fewer strips than two an SM (igemm_stem, 81),
      * float32, and the executors without it (EMBER_CUDA_WGMMA=0, other GPUs). */
     uint32_t expected = 0, expected_units = 0;
     for (size_t c = 0; c < sizeof kHalo / sizeof kHalo[0]; ++c) {
