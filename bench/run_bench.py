@@ -310,6 +310,13 @@ print("ok")
 """
 
 
+def child_failure(process: subprocess.CompletedProcess, output: str) -> str:
+    """A child process's failure in one line: its exit status and the last line of
+    `output` (what it wrote) that is not blank."""
+    lines = [line for line in output.strip().splitlines() if line.strip()]
+    return f"exit {process.returncode}: " + (lines[-1][:200] if lines else "no message")
+
+
 def python_runtime_probe(pte: Path) -> str:
     """Whether executorch's own Python runtime runs an Ember program beside this torch, in
     a child process: where executorch's extension does not match this torch, importing it
@@ -318,8 +325,7 @@ def python_runtime_probe(pte: Path) -> str:
                              capture_output=True, text=True, timeout=300)
     if process.returncode == 0 and process.stdout.strip().endswith("ok"):
         return "ok"
-    lines = [line for line in process.stderr.strip().splitlines() if line.strip()]
-    return f"exit {process.returncode}: " + (lines[-1][:200] if lines else "no message")
+    return child_failure(process, process.stderr)
 
 
 def aoti_one(model_name: str, batch: int, iterations: int, device: str) -> dict:
@@ -366,9 +372,7 @@ def aoti_anchor(model_name: str, batch: int, iterations: int, device: str = "cud
     for line in process.stdout.splitlines():
         if line.startswith(AOTI_LINE):
             return json.loads(line[len(AOTI_LINE):])
-    lines = [line for line in (process.stderr + process.stdout).strip().splitlines()
-             if line.strip()]
-    return {"error": f"exit {process.returncode}: " + (lines[-1][:200] if lines else "no message")}
+    return {"error": child_failure(process, process.stderr + process.stdout)}
 
 
 # ---- the run -------------------------------------------------------------------------------
