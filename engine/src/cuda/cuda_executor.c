@@ -2889,8 +2889,9 @@ static void conv_halo_size_buffers(conv_halo_plan* halo, const conv_igemm_shape*
  * space-to-depth: 16 taps of 16; a multiple of 4 taps, the kernel's MMA groups), weights
  * of at most EMBER_K_CONV_HALO_UNITS_MAX_W_TILES tiles of K 64, and strips of 256 that
  * keep 80% of what they compute; with 16 channels, at least two strips for each of the
- * GPU's sm_count SMs (one a consumer): resnet18's stem at batch 1 (56 strips) took 11.3-12.8
- * us on this form on the H200, against 9.3 on conv_wgmma; at batch 64, 97.5 against 134.5. */
+ * GPU's sm_count SMs (one a consumer): resnet18's stem at batch 1 (56 strips) took
+ * 11.3-12.8 us on this form on the H200, against 8.9-9.6 on conv_wgmma; at batch 64, 97.5
+ * against 134.5. */
 static bool conv_halo_units_plan_of(const conv_igemm_shape* shape, int64_t channels, int64_t oh,
                                     int64_t ow, int64_t sm_count, conv_halo_plan* out) {
   const int64_t pitch = ow + shape->kw - 1, taps = shape->kh * shape->kw;

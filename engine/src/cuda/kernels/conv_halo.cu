@@ -326,23 +326,23 @@ __device__ __forceinline__ void conv_halo(const ember_k_conv_halo_params& hp, ui
 /* The halo conv of one group of 64 output channels over one chunk of C input channels
  * (C 64: resnet's first stage; C 16: its stem, read space-to-depth), whose weight tiles
  * (hp.w_stages of them, 64 rows of K 64 each, 8 KB; at most
- * EMBER_K_CONV_HALO_UNITS_MAX_W_TILES) stay in shared memory, since every strip reads the same ones. A unit is one strip of
- * N = 256 positions. The two consumers take the block's units in turn, and so do their
- * MMAs, so that one's epilogue runs while the other's MMAs run. Why: with both consumers
- * on one tile at once (conv_halo), ncu on the H200 found no eligible warp in 61% of the
- * cycles of resnet18's 56-wide convs, whose K of 576 puts an epilogue after every 9
- * weight tiles; this form took them from 53-57 to 39-44 us. Unit nth's halo lands in slot
- * nth % halo_stages (3 where they fit), and its epilogue tile reuses that slot once its
- * MMAs are done, which is what lets three 48 KB halos and the 72 KB of weights fit.
- * With C 16 a halo row is 32 bytes (the 32-byte swizzle, the same property of the
- * address bits as the 128-byte one) and a tap is one K step of 16, whose weights are
- * the 32 bytes at K offset 16·tap of the weight tiles; its slots are small (19 KB for
- * the stem) beside the tile they also hold. Measured on the H200 and not kept: for C 16,
- * epilogue tiles of the consumers' own and four slots, each going back to the copy once
- * its MMAs are done (the stem 100.3 us at batch 64, against 97.5); and
- * units of 64 channels by 128 positions for every conv of this file, weights streamed
- * (layer2-3's convs 7-11 us slower each), and two accumulator chains of 128 positions
- * rather than one of 256 (a little slower). */
+ * EMBER_K_CONV_HALO_UNITS_MAX_W_TILES) stay in shared memory, since every strip reads the
+ * same ones. A unit is one strip of N = 256 positions. The two consumers take the block's
+ * units in turn, and so do their MMAs, so that one's epilogue runs while the other's MMAs
+ * run. Why: with both consumers on one tile at once (conv_halo), ncu on the H200 found no
+ * eligible warp in 61% of the cycles of resnet18's 56-wide convs, whose K of 576 puts an
+ * epilogue after every 9 weight tiles; this form took them from 53-57 to 39-44 us. Unit
+ * nth's halo lands in slot nth % halo_stages (3 where they fit), and its epilogue tile
+ * reuses that slot once its MMAs are done, which is what lets three 48 KB halos and the
+ * 72 KB of weights fit. With C 16 a halo row is 32 bytes (the 32-byte swizzle, the same
+ * property of the address bits as the 128-byte one) and a tap is one K step of 16, whose
+ * weights are the 32 bytes at K offset 16·tap of the weight tiles; its slots are small
+ * (19 KB for the stem) beside the tile they also hold. Measured on the H200 and not kept:
+ * for C 16, epilogue tiles of the consumers' own and four slots, each going back to the
+ * copy once its MMAs are done (the stem 100.3 us at batch 64, against 97.5); units of 64
+ * channels by 128 positions for every conv of this file, weights streamed (layer2-3's
+ * convs 7-11 us slower each); and two accumulator chains of 128 positions rather than one
+ * of 256 (a little slower). */
 template <typename T, int C>
 __device__ __forceinline__ void conv_halo_units(const ember_k_conv_halo_params& hp, uint8_t* smem) {
   static_assert(C == 16 || C == 64, "halo rows of 32 or 128 bytes");

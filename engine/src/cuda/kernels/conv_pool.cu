@@ -726,7 +726,8 @@ __device__ __forceinline__ void max_exact(Vec16<T>& best, const uint4& tap) {
  * the input), compared a word at a time (max_word); a window holding a NaN is done again,
  * element by element, by max_pool_one's rule (max_exact). */
 template <typename T, int K>
-__device__ __forceinline__ Vec16<T> max_of_taps(const uint4 (&taps)[K * K], const Vec16<T>& neg_inf) {
+__device__ __forceinline__ Vec16<T> max_of_taps(const uint4 (&taps)[K * K],
+                                                const Vec16<T>& neg_inf) {
   Vec16<T> best = neg_inf;
   bool nan = false;
   uint4 acc = neg_inf.raw;
