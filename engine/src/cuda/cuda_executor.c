@@ -130,6 +130,7 @@ typedef struct ember_cuda_executor {
   uint32_t conv_folds;  /* of those, reading their input space-to-depth */
   uint32_t conv_halos;  /* of those, on the halo kernel */
   uint32_t conv_halo_units; /* of those, on its resident-weights form */
+  uint32_t conv_halo_stacked; /* of those, with whole images stacked in a strip */
   uint32_t conv_residuals;
   /* Per op: a CONV2D too small for the implicit-GEMM kernel that runs as im2col from
    * channels last + cuBLASLt with its output channels last (plan_channels_last decides,
@@ -1122,7 +1123,7 @@ static ember_status* encode_gemm_wgmma_maps(const ember_cuda_driver* driver,
 static int32_t conv_halo_row_bytes(int64_t channels) { return channels == 16 ? 32 : 128; }
 
 /* The halo kernel's maps: x [n, h, w, c] channels last, boxes of min(c, 64) channels x
- * pitch x (rows + KH - 1) x 1 image, with the swizzle of the halo's rows (128 bytes, or 32
+ * pitch x (rows + KH - 1) x strip_images, with the swizzle of the halo's rows (128 bytes, or 32
  * for 16 channels); the implicit GEMM's weights [o][k_stride], boxes of 64 x 64·groups
  * with the 128-byte swizzle. Zeros outside (what conv_halo.cu reads). */
 static ember_status* encode_conv_halo_maps(const ember_cuda_driver* driver,
@@ -1134,8 +1135,9 @@ static ember_status* encode_conv_halo_maps(const ember_cuda_driver* driver,
   const cuuint64_t strides[3] = {channels * 2u, channels * 2u * (cuuint64_t)c->w_in,
                                  channels * 2u * (cuuint64_t)c->w_in * (cuuint64_t)c->h};
   const int32_t row_bytes = conv_halo_row_bytes(c->c);
+  const int32_t box_pixels = p->halo_box_bytes / row_bytes / p->strip_images;
   const cuuint32_t box[4] = {(cuuint32_t)row_bytes / 2u, (cuuint32_t)p->pitch,
-                             (cuuint32_t)(p->halo_box_bytes / row_bytes / p->pitch), 1};
+                             (cuuint32_t)(box_pixels / p->pitch), (cuuint32_t)p->strip_images};
   const cuuint32_t element_strides[4] = {1, 1, 1, 1};
   CUtensorMap map;
   CUresult result = driver->cuTensorMapEncodeTiled(
@@ -2852,10 +2854,11 @@ static conv_igemm_shape executor_conv_shape(const ember_cuda_executor* executor,
 /* ---- CONV2D on the halo kernel (conv_halo.cu) ----------------------------------------- */
 
 /* How a CONV2D runs on the halo kernel (kernel_params.h, ember_k_conv_halo_params): wgmma's
- * N (the kernel: 128 or 224), the strips of `rows` output rows `pitch` positions apart,
- * the tiles, the rings and the shared memory they take. */
+ * N (the kernel: 128, 144, 224 or 256), the strips of `rows` output rows `pitch` positions
+ * apart (or of strip_images whole images), the tiles, the rings and the shared memory
+ * they take. */
 typedef struct conv_halo_plan {
-  int64_t n, rows, pitch, strips;
+  int64_t n, rows, pitch, strips, strip_images;
   int64_t strips_per_block, groups, o_tiles, halo_stages, halo_bytes, halo_box_bytes;
   int64_t w_stages, tiles, shared_bytes;
   bool units; /* on ember_conv_halo_units256 (n 256) */
@@ -2871,12 +2874,13 @@ static int64_t conv_halo_rows(int64_t n, int64_t oh, int64_t ow, int64_t pitch, 
 }
 
 /* Sets halo's halo_box_bytes (what one copy delivers: (rows + kh - 1)·pitch rows of
- * conv_halo_row_bytes) and halo_bytes (a buffer of n positions' taps: those rows, and the
- * rows the last kept position's last tap reads, n - 1 + (kh - 1)·pitch + kw - 1 at most,
- * in whole 1024-byte blocks, so that every halo buffer starts on the swizzle's pattern). */
+ * conv_halo_row_bytes for each of the strip's images) and halo_bytes (a buffer of n
+ * positions' taps: those rows, and the rows the last kept position's last tap reads, n -
+ * 1 + (kh - 1)·pitch + kw - 1 at most, in whole 1024-byte blocks, so that every halo
+ * buffer starts on the swizzle's pattern). */
 static void conv_halo_size_buffers(conv_halo_plan* halo, const conv_igemm_shape* shape) {
   const int64_t row_bytes = conv_halo_row_bytes(shape->cp);
-  const int64_t box_rows = (halo->rows + shape->kh - 1) * halo->pitch;
+  const int64_t box_rows = (halo->rows + shape->kh - 1) * halo->pitch * halo->strip_images;
   int64_t rows = halo->n + (shape->kh - 1) * halo->pitch + shape->kw - 1;
   if (rows < box_rows) rows = box_rows;
   halo->halo_box_bytes = box_rows * row_bytes;
@@ -2902,7 +2906,7 @@ static bool conv_halo_units_plan_of(const conv_igemm_shape* shape, int64_t chann
     return false;
   }
   conv_halo_plan u = {0};
-  u.n = 256, u.pitch = pitch;
+  u.n = 256, u.pitch = pitch, u.strip_images = 1;
   u.rows = conv_halo_rows(u.n, oh, ow, pitch, shape->kh);
   if (u.rows == 0) return false;
   u.strips = (oh + u.rows - 1) / u.rows;
@@ -2928,16 +2932,39 @@ static bool conv_halo_units_plan_of(const conv_igemm_shape* shape, int64_t chann
   return true;
 }
 
+/* The strip of width n that CONV2D y [images, ·, oh, ow] (pitch and kh in `shape`) takes
+ * on the streaming halo form, into *out (n, rows, strips, strip_images): whole images
+ * stacked where one fits (all of them, or as many as n holds), else `rows` of an image.
+ * Returns how many positions it computes in all (0 if no strip fits). */
+static int64_t conv_halo_strip_of(int64_t n, int64_t images, int64_t oh, int64_t ow, int64_t pitch,
+                                  int64_t kh, conv_halo_plan* out) {
+  const int64_t image = (oh - 1) * pitch + ow; /* an image's positions, to its last kept */
+  out->n = n;
+  if (image <= n && oh + kh - 1 <= 256) {
+    int64_t stacked = 1 + (n - image) / ((oh + kh - 1) * pitch);
+    if (stacked > images) stacked = images;
+    out->rows = oh, out->strips = 1, out->strip_images = stacked;
+    return (images + stacked - 1) / stacked * n;
+  }
+  out->rows = conv_halo_rows(n, oh, ow, pitch, kh);
+  if (out->rows == 0) return 0;
+  out->strips = (oh + out->rows - 1) / out->rows, out->strip_images = 1;
+  return images * out->strips * n;
+}
+
 /* Whether CONV2D op (one the implicit-GEMM kernel takes, read in `shape`) fits the halo
  * kernel, and how (*out): stride 1 and no dilation over its packed input, a pitch and a
  * halo that the tensor copy's boxes (at most 256 a dimension) and shared memory hold, and
- * at least 80% of the positions computed kept: the resident-weights form where it takes
- * the conv (conv_halo_units_plan_of: resnet18's 56-wide convs, strips of 4 rows, and its
+ * enough of the positions computed kept: the resident-weights form where it takes the
+ * conv (conv_halo_units_plan_of: resnet18's 56-wide convs, strips of 4 rows, and its
  * stem, read space-to-depth in 16 channels, strips of 2), else, for packed channels a
- * multiple of 64 (halo rows of 128 bytes), the strip width (N 224 or 128, the larger on a
- * tie) that wastes least; resnet18's 56, 28 and 14-wide convs keep 87.5%, its 7 x 7 ones
- * would keep 38% (they stay on conv_wgmma). The stem ran slower on that streaming form
- * with 32-byte halo rows than on conv_wgmma: 211 against 151 us at batch 64 on the H200. */
+ * multiple of 64 (halo rows of 128 bytes), the strip width (N 224, 144 or 128, the larger
+ * on a tie; conv_halo_strip_of) that computes fewest positions, if it keeps two thirds of
+ * them: resnet18's 56, 28 and 14-wide convs keep 87.5% (N 224), its 7 x 7 ones 68% (two
+ * images in N 144: 41.6-42.9 us each at batch 64 on the H200, against 53.9-55.4 on
+ * conv_wgmma); one 7 x 7 image a strip would keep 38%. The stem ran slower on that
+ * streaming form with 32-byte halo rows than on conv_wgmma: 211 against 151 us at batch
+ * 64 on the H200. */
 static bool conv_halo_plan_of(const ember_plan* plan, const ember_op_desc* op,
                               const conv_igemm_shape* shape_in, int64_t sm_count,
                               conv_halo_plan* out) {
@@ -2952,17 +2979,15 @@ static bool conv_halo_plan_of(const ember_plan* plan, const ember_op_desc* op,
   if (conv_halo_units_plan_of(&shape, channels, oh, ow, sm_count, out)) return true;
   if (shape.cp % 64 != 0) return false;
   conv_halo_plan best = {0};
-  const int64_t widths[2] = {224, 128};
-  for (int k = 0; k < 2; ++k) {
-    const int64_t n = widths[k];
-    const int64_t rows = conv_halo_rows(n, oh, ow, pitch, shape.kh);
-    if (rows == 0) continue;
-    const int64_t strips = (oh + rows - 1) / rows;
-    /* Every width keeps oh·ow positions: the one that computes fewest. */
-    if (best.n != 0 && best.strips * best.n <= strips * n) continue;
-    best.n = n, best.rows = rows, best.strips = strips;
+  int64_t best_computed = 0;
+  const int64_t widths[3] = {224, 144, 128};
+  for (int k = 0; k < 3; ++k) {
+    conv_halo_plan strip = {0};
+    const int64_t computed = conv_halo_strip_of(widths[k], shape.n, oh, ow, pitch, shape.kh, &strip);
+    if (computed == 0 || (best.n != 0 && best_computed <= computed)) continue;
+    best = strip, best_computed = computed;
   }
-  if (best.n == 0 || oh * ow * 5 < best.strips * best.n * 4) return false;
+  if (best.n == 0 || shape.n * oh * ow * 3 < best_computed * 2) return false;
   best.pitch = pitch;
   best.strips_per_block = channels <= 64 ? 2 : 1;
   best.groups = 2 / best.strips_per_block;
@@ -2985,8 +3010,8 @@ static bool conv_halo_plan_of(const ember_plan* plan, const ember_op_desc* op,
     if (best.w_stages >= 4 || best.halo_stages == 1) break;
   }
   if (best.w_stages < 2) return false;
-  const int64_t strip_tiles =
-      (shape.n * best.strips + best.strips_per_block - 1) / best.strips_per_block;
+  const int64_t strips = best_computed / best.n;
+  const int64_t strip_tiles = (strips + best.strips_per_block - 1) / best.strips_per_block;
   best.tiles = strip_tiles * best.o_tiles;
   if (best.tiles > INT32_MAX) return false;
   *out = best;
@@ -3502,12 +3527,14 @@ static ember_status* build_conv2d_igemm(ember_cuda_executor* executor, uint32_t 
     hp.halo_stages = (int32_t)halo.halo_stages;
     hp.halo_bytes = (int32_t)halo.halo_bytes, hp.halo_box_bytes = (int32_t)halo.halo_box_bytes;
     hp.w_stages = (int32_t)halo.w_stages, hp.tiles = (int32_t)halo.tiles;
+    hp.strip_images = (int32_t)halo.strip_images;
     /* One block an SM (its 384 threads take the whole register file), each looping over
      * tiles, so that its copies for the next tile run under this one's MMAs and epilogue. */
     const int64_t grid = halo.tiles < executor->sm_count ? halo.tiles : executor->sm_count;
     const uint32_t kernel = halo.units && shape.cp == 16 ? EMBER_CUDA_KERNEL_CONV_HALO_UNITS_256_C16
                             : halo.units                 ? EMBER_CUDA_KERNEL_CONV_HALO_UNITS_256
                             : halo.n == 224              ? EMBER_CUDA_KERNEL_CONV_HALO_224
+                            : halo.n == 144              ? EMBER_CUDA_KERNEL_CONV_HALO_144
                                                          : EMBER_CUDA_KERNEL_CONV_HALO_128;
     step = add_kernel_step(executor, i, kernel + ember_cuda_half_index(y->dtype),
                            (unsigned int)grid, &hp, sizeof hp);
@@ -3517,6 +3544,7 @@ static ember_status* build_conv2d_igemm(ember_cuda_executor* executor, uint32_t 
     base = (uint32_t)offsetof(ember_k_conv_halo_params, conv);
     ++executor->conv_halos;
     if (halo.units) ++executor->conv_halo_units;
+    if (halo.strip_images > 1) ++executor->conv_halo_stacked;
   } else {
     const unsigned int bm = (unsigned int)conv_igemm_bm(p.o);
     const uint32_t kernel = !wgmma ? EMBER_CUDA_KERNEL_CONV_IGEMM
@@ -4758,6 +4786,7 @@ void ember_cuda_executor_get_info(const ember_executor* base,
   out_info->conv_folds = executor->conv_folds;
   out_info->conv_halos = executor->conv_halos;
   out_info->conv_halo_units = executor->conv_halo_units;
+  out_info->conv_halo_stacked = executor->conv_halo_stacked;
   out_info->conv_packs = executor->conv_packs;
   out_info->conv_gemms_nhwc = executor->conv_gemms_nhwc;
   out_info->norm_adds = executor->norm_adds;

@@ -51,6 +51,7 @@ typedef struct ember_cuda_executor_info {
                                     multiple of 64: conv_halo.cu) */
   uint32_t conv_halo_units;      /* of those, on its resident-weights form (64 channels in
                                     and out: ember_conv_halo_units256) */
+  uint32_t conv_halo_stacked;    /* of those, with whole images stacked in a strip */
   bool conv_halo;                /* this executor takes the halo kernel (compute capability 9.0,
                                     EMBER_CUDA_WGMMA and EMBER_CUDA_CONV_HALO not 0) */
   bool conv_wgmma;               /* this executor takes that variant (compute capability 9.0,

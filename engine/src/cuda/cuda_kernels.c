@@ -108,6 +108,7 @@ static const struct {
     PER_HALF(EMBER_CUDA_KERNEL_CONV_WGMMA_128, conv_wgmma, "ember_conv_wgmma128"),
     PER_HALF(EMBER_CUDA_KERNEL_GEMM_WGMMA, gemm_wgmma, "ember_gemm_wgmma"),
     PER_HALF(EMBER_CUDA_KERNEL_CONV_HALO_128, conv_halo, "ember_conv_halo128"),
+    PER_HALF(EMBER_CUDA_KERNEL_CONV_HALO_144, conv_halo, "ember_conv_halo144"),
     PER_HALF(EMBER_CUDA_KERNEL_CONV_HALO_224, conv_halo, "ember_conv_halo224"),
     PER_HALF(EMBER_CUDA_KERNEL_CONV_HALO_UNITS_256, conv_halo, "ember_conv_halo_units256"),
     PER_HALF(EMBER_CUDA_KERNEL_CONV_HALO_UNITS_256_C16, conv_halo, "ember_conv_halo_units256_c16"),
@@ -176,6 +177,8 @@ ember_status* ember_cuda_kernels_load(const ember_cuda_driver* driver,
   out_kernels->conv_halo =
       out_kernels->conv_wgmma && out_kernels->modules[EMBER_CUDA_MODULE_conv_halo] != NULL &&
       allow_dynamic_shared(driver, out_kernels, EMBER_CUDA_KERNEL_CONV_HALO_128, 2,
+                           EMBER_K_CONV_HALO_MAX_SMEM_BYTES) &&
+      allow_dynamic_shared(driver, out_kernels, EMBER_CUDA_KERNEL_CONV_HALO_144, 2,
                            EMBER_K_CONV_HALO_MAX_SMEM_BYTES) &&
       allow_dynamic_shared(driver, out_kernels, EMBER_CUDA_KERNEL_CONV_HALO_224, 2,
                            EMBER_K_CONV_HALO_MAX_SMEM_BYTES) &&

@@ -58,7 +58,9 @@ typedef enum ember_cuda_kernel_id {
    * + dtype index - 1 */
   EMBER_CUDA_KERNEL_CONV_HALO_UNITS_256 = 76,
   EMBER_CUDA_KERNEL_CONV_HALO_UNITS_256_C16 = 78,
-  EMBER_CUDA_KERNEL_COUNT = 80,
+  /* sm_90a only (conv_halo, strips of 144 positions); + dtype index - 1 */
+  EMBER_CUDA_KERNEL_CONV_HALO_144 = 80,
+  EMBER_CUDA_KERNEL_COUNT = 82,
 } ember_cuda_kernel_id;
 
 #define EMBER_CUDA_MODULE_COUNT 15

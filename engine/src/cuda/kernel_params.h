@@ -602,19 +602,24 @@ typedef struct ember_k_gemm_wgmma_params {
 
 /* ember_conv_halo<n>_<f16|bf16> (conv_halo.cu, sm_90a): a CONV2D of stride 1, dilation 1
  * and groups 1 over a channels-last input of a multiple of 64 channels, as wgmma products
- * whose M is the output channels (64 a consumer warpgroup) and whose N is n (128 or 224)
- * output positions of a strip: `rows` output rows of one image, each `pitch` = OW + KW - 1
- * positions apart, so that tap (kh, kw) of flat position f reads row f + kh·pitch + kw of
- * the strip's halo ((rows + KH - 1) x pitch input pixels, loaded once per 64 channels by
- * one tensor copy, zeros outside x), and positions with ow >= OW are computed and
- * dropped. `conv` holds the rest as for the implicit GEMM: x (what x_map names), w
- * (the implicit GEMM's weights [o][k_stride], bias at column k_taps, what w_map names),
- * residual, y, the shape, relu and layout; conv.o_tiles = ceil(o / (64·groups)).
- * A tile is two strips of the same 64 channels (strips_per_block 2, groups 1: o <= 64)
- * or one strip and 128 channels (1, 2); tile t is channel tile t % o_tiles of the strips
- * from (t / o_tiles)·strips_per_block on (strip s: image s / strips, its output rows from
- * (s % strips)·rows), `tiles` of them. A block (a producer warpgroup and two consumer
- * warpgroups, one strip or 64 channels each) takes tiles blockIdx.x, + gridDim.x, ...
+ * whose M is the output channels (64 a consumer warpgroup) and whose N is n (128, 144 or
+ * 224) output positions of a strip: `rows` output rows of one image, each `pitch` = OW +
+ * KW - 1 positions apart, so that tap (kh, kw) of flat position f reads row f + kh·pitch +
+ * kw of the strip's halo ((rows + KH - 1) x pitch input pixels, loaded once per 64
+ * channels by one tensor copy, zeros outside x), and positions with ow >= OW are computed
+ * and dropped. With strip_images > 1, a strip is that many whole images (rows = OH,
+ * strips = 1) stacked in one halo, each its (OH + KH - 1) x pitch pixels: image i's
+ * positions are the first image's moved by i·(OH + KH - 1)·pitch, and the positions
+ * between images are dropped too (resnet18's 7 x 7 convs: two images in N 144). `conv`
+ * holds the rest as for the implicit GEMM: x (what x_map names), w (the implicit GEMM's
+ * weights [o][k_stride], bias at column k_taps, what w_map names), residual, y, the
+ * shape, relu and layout; conv.o_tiles = ceil(o / (64·groups)). A tile is two strips of
+ * the same 64 channels (strips_per_block 2, groups 1: o <= 64) or one strip and 128
+ * channels (1, 2); tile t is channel tile t % o_tiles of the strips from (t /
+ * o_tiles)·strips_per_block on (strip s: image s / strips, its output rows from (s %
+ * strips)·rows; or images from s·strip_images), `tiles` of them. A block (a producer
+ * warpgroup and two consumer warpgroups, one strip or 64 channels each) takes tiles
+ * blockIdx.x, + gridDim.x, ...
  * Dynamic shared memory: the halo ring (halo_stages x strips_per_block x halo_bytes), the
  * weight ring (w_stages x groups·64 rows of 128 bytes), the epilogue's two tiles (n x
  * (64 + 8) elements each), the barriers (EMBER_K_CONV_HALO_BARRIER_BYTES), and 1 KB to
@@ -623,11 +628,12 @@ typedef struct ember_k_gemm_wgmma_params {
  * output channels over conv.c = 64 input channels, and ember_conv_halo_units256_c16_* over
  * 16 (halo rows of 32 bytes, boxes of 16 channels with the 32-byte swizzle; a tap is one
  * K step of 16), n 256: a tile is one strip (`tiles` = images·strips), strips_per_block,
- * groups and o_tiles 1, halo_stages 2 or 3, w_stages = the weight tiles of K 64 that the taps take (taps·c / 64 rounded
- * up, at most EMBER_K_CONV_HALO_UNITS_MAX_W_TILES; with 16 channels, taps a multiple of
- * 4); its shared memory is the halo slots, halo_bytes each (a slot also holds the
- * epilogue tile of the strip whose halo it held: at least
- * EMBER_K_CONV_HALO_UNITS_TILE_BYTES), the weight tiles, the barriers, and the 1 KB. */
+ * groups, o_tiles and strip_images 1, halo_stages 2 or 3, w_stages = the weight tiles of
+ * K 64 that the taps take (taps·c / 64 rounded up, at most
+ * EMBER_K_CONV_HALO_UNITS_MAX_W_TILES; with 16 channels, taps a multiple of 4); its
+ * shared memory is the halo slots, halo_bytes each (a slot also holds the epilogue tile
+ * of the strip whose halo it held: at least EMBER_K_CONV_HALO_UNITS_TILE_BYTES), the
+ * weight tiles, the barriers, and the 1 KB. */
 #define EMBER_K_CONV_HALO_THREADS 384
 #define EMBER_K_CONV_HALO_MAX_W_STAGES 8
 #define EMBER_K_CONV_HALO_BARRIER_BYTES 256
@@ -638,7 +644,7 @@ typedef struct ember_k_gemm_wgmma_params {
 /* The most a launch asks: what a block of the H100 and H200 can have. */
 #define EMBER_K_CONV_HALO_MAX_SMEM_BYTES (227 * 1024)
 typedef struct ember_k_conv_halo_params {
-  /* [n, h, w, c]: boxes of min(c, 64) x pitch x (rows + KH - 1) x 1 */
+  /* [n, h, w, c]: boxes of min(c, 64) x pitch x (rows + KH - 1) x strip_images */
   EMBER_K_ALIGNAS(64) uint64_t x_map[16];
   uint64_t w_map[16]; /* [o][k_stride]: boxes of 64 x 64·groups */
   ember_k_conv_igemm_params conv;
@@ -649,9 +655,10 @@ typedef struct ember_k_conv_halo_params {
   int32_t taps, kw;
   int32_t halo_stages, w_stages; /* halo_stages 1 or 2; w_stages up to the max */
   int32_t halo_bytes; /* one strip's halo buffer: its rows in whole KB */
-  int32_t halo_box_bytes; /* one halo copy: (rows + KH - 1) · pitch rows of min(c, 64) · 2 bytes */
+  int32_t halo_box_bytes; /* one halo copy: its box's pixels of min(c, 64) · 2 bytes */
   int32_t tiles;
-  int32_t reserved[2];
+  int32_t strip_images; /* images a strip holds whole (1: a strip is rows of one image) */
+  int32_t reserved;
 } ember_k_conv_halo_params;
 
 /* The layouts above must be the same for gcc and nvcc: fixed-width fields, no padding. */

@@ -373,7 +373,8 @@ ONLY_DTYPES = {"sdpa_flash_encoder": ("f16",),
                # The CPU reference's time: float32 (cuBLASLt, a control) in the small ones.
                "gemm_wgmma_gelu_tails": ("f16", "bf16"), "gemm_wgmma_silu_grid": ("f16", "bf16"),
                "gemm_wgmma_sigmoid_rank3": ("f16", "bf16"), "gemm_wgmma_long_k": ("f16", "bf16"),
-               "conv2d_halo_units": ("f16", "bf16")}
+               "conv2d_halo_units": ("f16", "bf16"), "conv2d_halo_images_nchw": ("f16", "bf16"),
+               "conv2d_halo_images_last": ("f16", "bf16")}
 
 
 def window_out(size, kernel, stride, pad, dilation=1, ceil_mode=False):
@@ -800,8 +801,8 @@ def issue5_cases():
     # The resident-weights form over resnet's stem read space-to-depth (16 channels: halo
     # rows of 32 bytes, one K step of 16 a tap): 300 images of 8 x 120, a strip of 4 output
     # rows each, so that both consumers take strips on a GPU of up to 150 SMs; the RELU,
-    # and the output channels last for the max pool after it, which a 1x1 conv reads
-    # (on conv_wgmma: too few positions kept for a strip).
+    # and the output channels last for the max pool after it, which a 1x1 conv reads (on
+    # the streaming form, two 2 x 30 images a strip of N 128, two strips a block).
     def build_halo_stem(p):
         c = p.op(pw.Op.CONV2D, [p.input([300, 3, 8, 120]), p.const([64, 3, 7, 7], 0.3),
                                 p.const([64], 0.2)],
@@ -1514,6 +1515,34 @@ def gemm_wgmma_cases():
     yield ("gemm_wgmma_k60", -2.0, 2.0,
            linear_act(8200, 60, 8, pw.Op.GELU, 0, True, True))
 
+def halo_images_cases():
+    """The halo kernel's strips of whole images (resnet18's 7 x 7 convs: two a strip of N
+    144), after the other cases, so their seeds stay as they were: 85 images (the last
+    strip holds one, its copy's second image past x), 64 -> 136 channels (two channel
+    tiles, the second mostly empty; 66 tiles for the implicit GEMM's 64), the plan's input
+    added and the RELU. `images_nchw` writes the plan's output; `images_last` keeps the
+    conv's output channels last for a global average pool and a max over the channels,
+    which read every position."""
+    shape = [85, 64, 7, 7]
+    out = [85, 136, 7, 7]
+
+    def conv_add_relu(p):
+        c = p.op(pw.Op.CONV2D, [p.input(shape), p.const([136, 64, 3, 3], 0.1),
+                                p.const([136], 0.2)],
+                 p.tmp(out), [1, 1, 1, 1, 1, 1, 1])
+        return p.op(pw.Op.ADD, [c, p.input(out)], p.tmp(out))
+
+    def build_images(p):
+        p.op(pw.Op.RELU, [conv_add_relu(p)], p.out(out))
+    yield "conv2d_halo_images_nchw", -1.0, 1.0, build_images
+
+    def build_images_last(p):
+        t = p.op(pw.Op.RELU, [conv_add_relu(p)], p.tmp(out))
+        p.op(pw.Op.REDUCE_MEAN, [t], p.out([85, 136, 1, 1]), [0b1100, 1])
+        p.op(pw.Op.REDUCE_MAX, [t], p.out([85, 7, 7]), [0b10, 0])
+    yield "conv2d_halo_images_last", -1.0, 1.0, build_images_last
+
+
 def main():
     global pw
     if len(sys.argv) != 3:
@@ -1528,7 +1557,8 @@ def main():
                                    list(bandwidth_cases()) + list(flash_cases()) +
                                    list(fold_cases()) + list(conv_pool_cases()) +
                                    list(channels_last_cases()) + list(norm_add_cases()) +
-                                   list(gemm_wgmma_cases()) + list(pool_channels_last_cases())):
+                                   list(gemm_wgmma_cases()) + list(pool_channels_last_cases()) +
+                                   list(halo_images_cases())):
         for dtype_name, dtype in dtypes:
             seed += 1
             if dtype_name not in ONLY_DTYPES.get(name, (dtype_name,)):

@@ -357,25 +357,33 @@ static const struct {
     /* The first conv's output and the pool's. */
     {"conv2d_igemm_maxpool_s1_", 2, 0, 0, 0, 1, 2, false, 0},
     {"conv2d_igemm_maxpool_k2_", 2, 0, 0, 0, 1, 2, false, 0},
+    /* The plan's input added and the RELU; the output NCHW, or channels last for the
+     * REDUCEs (66 tiles: the wgmma kernels only). */
+    {"conv2d_halo_images_last_", 1, 0, 1, 1, 1, 1, true, 0},
+    {"conv2d_halo_images_nchw_", 1, 0, 1, 1, 1, 0, true, 0},
 };
 
 /* CONV2D cases on the halo kernel (conv_halo.cu) where the executor takes it, how many of
- * their convs, and how many of those on its resident-weights form (at most 64 channels
- * out, 64 or 16 in): the two of a resnet block of 64 channels (the first's output
- * channels last, the second's NCHW), a conv of two 64-channel chunks (N 224, the control:
- * weights streamed), two convs of more strips than two a block, one of each form, one on
- * the resident-weights form with two halo slots, and a stem read space-to-depth (16
- * channels) of 300 strips, two or more for each SM of the GPU, its output channels last
- * (igemm_stem, 81 strips, is the control: it stays on conv_wgmma). */
+ * their convs, how many of those on its resident-weights form (at most 64 channels out,
+ * 64 or 16 in), and how many with whole images stacked in a strip: the two of a resnet
+ * block of 64 channels (the first's output channels last, the second's NCHW), a conv of
+ * two 64-channel chunks (N 224, the control: weights streamed), two convs of more strips
+ * than two a block, one of each form, one on the resident-weights form with two halo
+ * slots, a stem read space-to-depth (16 channels) of 300 strips, two or more for each SM
+ * of the GPU, its output channels last (igemm_stem, 81 strips, is the control: it stays
+ * on conv_wgmma), and the 1x1 conv after its pool, two 2 x 30 images a strip; and 7 x 7
+ * images two a strip of N 144, the output NCHW or channels last (every other halo conv
+ * is the control for stacking: strips of rows). */
 static const struct {
   const char* prefix;
-  uint32_t conv_halos, conv_halo_units;
+  uint32_t conv_halos, conv_halo_units, conv_halo_stacked;
 } kHalo[] = {
-    {"conv2d_halo_block_", 2, 2},
-    {"conv2d_halo_chunks_", 1, 0},
-    {"conv2d_halo_units_", 2, 1},
-    {"conv2d_halo_two_slots_", 1, 1},
-    {"conv2d_halo_stem_", 1, 1},
+    {"conv2d_halo_block_", 2, 2, 0},
+    {"conv2d_halo_chunks_", 1, 0, 0},
+    {"conv2d_halo_units_", 2, 1, 0},
+    {"conv2d_halo_two_slots_", 1, 1, 0},
+    {"conv2d_halo_stem_", 2, 1, 1},
+    {"conv2d_halo_images_", 1, 0, 1},
 };
 
 /* Cases with an ADD right before a LAYER_NORM, and how many of those ADDs the LAYER_NORM
@@ -480,6 +488,7 @@ static void run_op_case(const char* dir, const char* name, double low, double hi
   g_totals.conv_folds += info.conv_folds;
   g_totals.conv_halos += info.conv_halos;
   g_totals.conv_halo_units += info.conv_halo_units;
+  g_totals.conv_halo_stacked += info.conv_halo_stacked;
   g_totals.conv_wgmma = g_totals.conv_wgmma || info.conv_wgmma;
   g_totals.fused_residuals += info.fused_residuals;
   g_totals.gemv_kernels += info.gemv_kernels;
@@ -584,17 +593,21 @@ static void run_op_case(const char* dir, const char* name, double low, double hi
      * fold_relu: 73% and 75%, and 44 strips each), more than 64 output channels
      * (fold_rect) or fewer strips than two an SM (igemm_stem, 81),
      * float32, and the executors without it (EMBER_CUDA_WGMMA=0, other GPUs). */
-    uint32_t expected = 0, expected_units = 0;
+    uint32_t expected = 0, expected_units = 0, expected_stacked = 0;
     for (size_t c = 0; c < sizeof kHalo / sizeof kHalo[0]; ++c) {
       if (info.conv_halo && !ends_with(name, "_f32") &&
           strncmp(name, kHalo[c].prefix, strlen(kHalo[c].prefix)) == 0) {
         expected = kHalo[c].conv_halos;
         expected_units = kHalo[c].conv_halo_units;
+        expected_stacked = kHalo[c].conv_halo_stacked;
       }
     }
-    EXPECT(info.conv_halos == expected && info.conv_halo_units == expected_units,
-           "%s: %u CONV2D on the halo kernel (%u on its resident-weights form), expected %u (%u)",
-           name, info.conv_halos, info.conv_halo_units, expected, expected_units);
+    EXPECT(info.conv_halos == expected && info.conv_halo_units == expected_units &&
+               info.conv_halo_stacked == expected_stacked,
+           "%s: %u CONV2D on the halo kernel (%u on its resident-weights form, %u with images "
+           "stacked), expected %u (%u, %u)",
+           name, info.conv_halos, info.conv_halo_units, info.conv_halo_stacked, expected,
+           expected_units, expected_stacked);
   }
   for (size_t c = 0; c < sizeof kIgemm / sizeof kIgemm[0]; ++c) {
     if (strncmp(name, kIgemm[c].prefix, strlen(kIgemm[c].prefix)) != 0) continue;
@@ -614,9 +627,10 @@ static void run_op_case(const char* dir, const char* name, double low, double hi
              "%s: %u of %u implicit-GEMM convs on the wgmma kernel, which this executor %s",
              name, info.conv_wgmmas, info.conv_igemms, info.conv_wgmma ? "takes" : "does not take");
       const uint32_t packs = moved ? 0 : kIgemm[c].conv_packs;
-      EXPECT(info.conv_packs == packs && info.channels_last_tensors == kIgemm[c].channels_last,
+      const uint32_t kept = moved ? 0 : kIgemm[c].channels_last; /* an NCHW residual's GEMM */
+      EXPECT(info.conv_packs == packs && info.channels_last_tensors == kept,
              "%s: %u inputs packed channels last and %u tensors kept so, expected %u and %u",
-             name, info.conv_packs, info.channels_last_tensors, packs, kIgemm[c].channels_last);
+             name, info.conv_packs, info.channels_last_tensors, packs, kept);
       EXPECT(info.conv_gemms_nhwc == kIgemm[c].conv_gemms_nhwc,
              "%s: %u im2col + GEMM convs ran channels last, expected %u", name,
              info.conv_gemms_nhwc, kIgemm[c].conv_gemms_nhwc);
@@ -1220,13 +1234,13 @@ int main(int argc, char** argv) {
   printf("op cases: %u steps, %u GEMMs, %u biases fused into cuBLASLt epilogues, %u "
          "activations fused (cuBLASLt or gemv), %u bias_act kernels, %u CONV2D as im2col + "
          "GEMM (%u of them channels last), %u as implicit GEMM (%u of them on wgmma, which this GPU %s; %u "
-         "of them space-to-depth, %u on the halo kernel (%u keeping their weights); %u residuals fused), %u ADDs done by a LAYER_NORM, %u LINEAR as gemv, %u LINEAR + activation on "
+         "of them space-to-depth, %u on the halo kernel (%u keeping their weights, %u with images stacked); %u residuals fused), %u ADDs done by a LAYER_NORM, %u LINEAR as gemv, %u LINEAR + activation on "
          "gemm_wgmma (which this GPU %s), %u SDPA on the flash kernel (%u layout copies folded)\n",
          g_totals.steps, g_totals.gemms, g_totals.fused_biases, g_totals.fused_activations,
          g_totals.bias_act_kernels, g_totals.conv_gemms, g_totals.conv_gemms_nhwc,
          g_totals.conv_igemms,
          g_totals.conv_wgmmas, g_totals.conv_wgmma ? "takes" : "does not take",
-         g_totals.conv_folds, g_totals.conv_halos, g_totals.conv_halo_units, g_totals.fused_residuals, g_totals.norm_adds, g_totals.gemv_kernels,
+         g_totals.conv_folds, g_totals.conv_halos, g_totals.conv_halo_units, g_totals.conv_halo_stacked, g_totals.fused_residuals, g_totals.norm_adds, g_totals.gemv_kernels,
          g_totals.gemm_wgmmas, g_totals.gemm_wgmma ? "has" : "does not have", g_totals.sdpa_flash,
          g_totals.folded_layout_ops);
 

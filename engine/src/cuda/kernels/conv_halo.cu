@@ -16,6 +16,9 @@
  * wrote it (the same property lets a K step of 16 add 32 bytes). The positions with
  * ow >= OW read across a row's end and are dropped; the halo buffer has rows past the
  * copy's for the last strip positions' taps to read (garbage, for dropped positions).
+ * Images small enough for several to a strip are stacked whole, one copy's box of them,
+ * and the same holds with the rows between images dropped too (resnet18's 7 x 7 convs:
+ * strips of one image would drop 62% of N 128).
  *
  * A block of 384 threads, one an SM, loops over tiles: warpgroup 0 is the producer (one
  * thread copies halos into their ring, another the weights' 64 x 64·groups tile of each
@@ -31,12 +34,29 @@ namespace ember {
 
 constexpr uint32_t kHaloConsumerWarps = 8;
 
-/* Strip `strip`'s image n and its first output row oh0 (strips = ceil(oh / rows) an
- * image). */
+/* Strip `strip`'s (first) image n and its first output row oh0 (strips = ceil(oh / rows)
+ * an image, or strip_images whole images a strip). */
 __device__ __forceinline__ void strip_origin(const ember_k_conv_halo_params& hp, int strip, int& n,
                                              int& oh0) {
+  if (hp.strip_images > 1) {
+    n = strip * hp.strip_images;
+    oh0 = 0;
+    return;
+  }
   n = strip / hp.strips;
   oh0 = (strip - n * hp.strips) * hp.rows;
+}
+
+/* The output rows a strip keeps, over all its images (from its first image n). */
+__device__ __forceinline__ int strip_rows(const ember_k_conv_halo_params& hp, int n, int oh0) {
+  return hp.strip_images > 1 ? min(hp.strip_images, hp.images - n) * hp.conv.oh
+                             : min(hp.rows, hp.conv.oh - oh0);
+}
+
+/* The rows (of pitch positions) between a strip's images: each image's halo is OH + KH - 1
+ * rows, and so are its positions. */
+__device__ __forceinline__ int strip_image_rows(const ember_k_conv_halo_params& hp) {
+  return hp.conv.oh + hp.taps / hp.kw - 1;
 }
 
 /* Writes a consumer warpgroup's tile (the strip's positions of 64 channels from o0, biased
@@ -55,31 +75,38 @@ __device__ __forceinline__ void store_halo_tile(const ember_k_conv_halo_params& 
   strip_origin(hp, strip, n, oh0);
   const int thread = (int)(threadIdx.x & 127), channel = (thread & 7) * 8, o = o0 + channel;
   if (n >= hp.images || o >= p.o) return;
-  const int count = min(hp.rows, p.oh - oh0) * p.ow; /* the strip's kept positions */
-  const int plane = p.oh * p.ow, base = n * plane + oh0 * p.ow;
+  const int count = strip_rows(hp, n, oh0) * p.ow; /* the strip's kept positions */
+  const int plane = p.oh * p.ow;
   uint16_t* y = reinterpret_cast<uint16_t*>(p.y);
   const bool residual_last = (p.layout & EMBER_K_CONV_IGEMM_RESIDUAL_CHANNELS_LAST) != 0;
   const bool residual_vector = residual_last && aligned16(p.residual);
-  int position = thread >> 3, r = position / p.ow, ow = position - r * p.ow;
+  const int image_rows = strip_image_rows(hp);
+  /* The position's image (from n), its row in that image (from oh0) and column. */
+  int position = thread >> 3, image = 0, r = position / p.ow, ow = position - r * p.ow;
+  for (; r >= p.oh - oh0; r -= p.oh - oh0) ++image; /* oh0 is 0 where a strip has images */
 #pragma unroll 1
   for (; position < count; position += kStep * kBatch) {
     Vec16<T> out[kBatch], add[kBatch];
     int at[kBatch]; /* the position's index in y (and a channels-last residual), or -1 */
 #pragma unroll
     for (int k = 0; k < kBatch; ++k) {
-      at[k] = position + kStep * k < count ? base + r * p.ow + ow : -1;
+      at[k] = position + kStep * k < count ? (n + image) * plane + (oh0 + r) * p.ow + ow : -1;
       add[k].raw = make_uint4(0, 0, 0, 0);
       if (at[k] >= 0) {
         out[k].raw = *reinterpret_cast<const uint4*>(
-            tile + (r * hp.pitch + ow) * EMBER_K_CONV_HALO_OUT_STRIDE + channel);
+            tile + ((image * image_rows + r) * hp.pitch + ow) * EMBER_K_CONV_HALO_OUT_STRIDE +
+            channel);
         if (p.has_residual) {
-          const int last = at[k] * p.o + o, nchw = (n * p.o + o) * plane + (at[k] - n * plane);
+          const int m = n + image, last = at[k] * p.o + o;
+          const int nchw = (m * p.o + o) * plane + (at[k] - m * plane);
           add[k] = load_residual<T>(p, residual_vector, [&](int e) {
             return residual_last ? last + e : nchw + e * plane;
           });
         }
       }
-      for (ow += kStep; ow >= p.ow; ow -= p.ow) ++r;
+      for (ow += kStep; ow >= p.ow; ow -= p.ow) {
+        if (++r == p.oh - oh0) r = 0, ++image;
+      }
     }
 #pragma unroll
     for (int k = 0; k < kBatch; ++k) {
@@ -100,19 +127,21 @@ __device__ __forceinline__ void store_halo_tile_nchw(const ember_k_conv_halo_par
   int n, oh0;
   strip_origin(hp, strip, n, oh0);
   if (n >= hp.images) return;
-  const int rows = min(hp.rows, p.oh - oh0), groups = (p.ow + 7) / 8; /* of 8 in a row */
-  const int plane = p.oh * p.ow, units = 64 * rows * groups;
+  const int rows = strip_rows(hp, n, oh0), groups = (p.ow + 7) / 8; /* of 8 in a row */
+  const int plane = p.oh * p.ow, units = 64 * rows * groups, image_rows = strip_image_rows(hp);
+  const int image_oh = p.oh - oh0; /* rows of an image in the strip, where it has images */
   uint16_t* y = reinterpret_cast<uint16_t*>(p.y);
   const bool residual_last = (p.layout & EMBER_K_CONV_IGEMM_RESIDUAL_CHANNELS_LAST) != 0;
 #pragma unroll 1
   for (int u = (int)(threadIdx.x & 127); u < units; u += 128) {
     const int channel = u / (rows * groups), rest = u - channel * rows * groups;
-    const int r = rest / groups, ow = (rest - r * groups) * 8, o = o0 + channel;
+    const int strip_row = rest / groups, ow = (rest - strip_row * groups) * 8, o = o0 + channel;
     if (o >= p.o) continue;
+    const int image = strip_row / image_oh, r = strip_row - image * image_oh, m = n + image;
     const int count = min(8, p.ow - ow);
-    const int at = (n * p.o + o) * plane + (oh0 + r) * p.ow + ow; /* y's index of the first */
-    const int pos = n * plane + (oh0 + r) * p.ow + ow;           /* its position */
-    const uint16_t* from = tile + channel * (N + 8) + r * hp.pitch + ow;
+    const int at = (m * p.o + o) * plane + (oh0 + r) * p.ow + ow; /* y's index of the first */
+    const int pos = m * plane + (oh0 + r) * p.ow + ow;           /* its position */
+    const uint16_t* from = tile + channel * (N + 8) + (image * image_rows + r) * hp.pitch + ow;
     Vec16<T> out, add;
     add.raw = make_uint4(0, 0, 0, 0);
 #pragma unroll
@@ -489,6 +518,8 @@ __device__ __forceinline__ void conv_halo_units_entry(const ember_k_conv_halo_pa
   }
 EMBER_CONV_HALO_KERNEL(128, f16, __half)
 EMBER_CONV_HALO_KERNEL(128, bf16, __nv_bfloat16)
+EMBER_CONV_HALO_KERNEL(144, f16, __half)
+EMBER_CONV_HALO_KERNEL(144, bf16, __nv_bfloat16)
 EMBER_CONV_HALO_KERNEL(224, f16, __half)
 EMBER_CONV_HALO_KERNEL(224, bf16, __nv_bfloat16)
 

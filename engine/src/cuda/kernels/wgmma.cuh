@@ -61,9 +61,9 @@ __device__ __forceinline__ void fence_accumulators(float (&d)[N]) {
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
-/* wgmma.mma_async m64nNk16 (N 64, 128 or 256), float32 accumulators d += A·B (N / 2 a
- * thread), A and B K-major in shared memory (descriptors a, b) with the 128-byte swizzle,
- * in T's PTX type (float16 or bfloat16). */
+/* wgmma.mma_async m64nNk16 (N 64, 128, 144, 224 or 256), float32 accumulators d += A·B
+ * (N / 2 a thread), A and B K-major in shared memory (descriptors a, b) with the 128-byte
+ * swizzle, in T's PTX type (float16 or bfloat16). */
 #define EMBER_WGMMA_ACC8(i)                                                                 \
   "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
       "+f"(d[i + 6]), "+f"(d[i + 7])
@@ -71,6 +71,7 @@ __device__ __forceinline__ void fence_accumulators(float (&d)[N]) {
   EMBER_WGMMA_ACC8(i), EMBER_WGMMA_ACC8(i + 8), EMBER_WGMMA_ACC8(i + 16), EMBER_WGMMA_ACC8(i + 24)
 #define EMBER_WGMMA_REGS32 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
 #define EMBER_WGMMA_REGS64 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define EMBER_WGMMA_REGS72 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71"
 #define EMBER_WGMMA_REGS112 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111"
 #define EMBER_WGMMA_REGS128 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
 /* n: N; regs: the accumulators' operand numbers; a, b and the scale-d predicate follow. */
@@ -85,7 +86,8 @@ template <typename T, int N>
 __device__ __forceinline__ void wgmma_mma(float (&d)[N / 2], uint64_t a, uint64_t b) {
   constexpr bool kHalf = std::is_same<T, __half>::value;
   static_assert(kHalf || std::is_same<T, __nv_bfloat16>::value, "float16 or bfloat16");
-  static_assert(N == 64 || N == 128 || N == 224 || N == 256, "the tiles Ember's kernels use");
+  static_assert(N == 64 || N == 128 || N == 144 || N == 224 || N == 256,
+                "the tiles Ember's kernels use");
   if constexpr (N == 64) {
     if constexpr (kHalf) {
       EMBER_WGMMA(64, "f16", EMBER_WGMMA_REGS32, 32, 33, 34, EMBER_WGMMA_ACC32(0));
@@ -99,6 +101,14 @@ __device__ __forceinline__ void wgmma_mma(float (&d)[N / 2], uint64_t a, uint64_
     } else {
       EMBER_WGMMA(128, "bf16", EMBER_WGMMA_REGS64, 64, 65, 66, EMBER_WGMMA_ACC32(0),
                   EMBER_WGMMA_ACC32(32));
+    }
+  } else if constexpr (N == 144) {
+    if constexpr (kHalf) {
+      EMBER_WGMMA(144, "f16", EMBER_WGMMA_REGS72, 72, 73, 74, EMBER_WGMMA_ACC32(0),
+                  EMBER_WGMMA_ACC32(32), EMBER_WGMMA_ACC8(64));
+    } else {
+      EMBER_WGMMA(144, "bf16", EMBER_WGMMA_REGS72, 72, 73, 74, EMBER_WGMMA_ACC32(0),
+                  EMBER_WGMMA_ACC32(32), EMBER_WGMMA_ACC8(64));
     }
   } else if constexpr (N == 224) {
     if constexpr (kHalf) {
@@ -123,6 +133,7 @@ __device__ __forceinline__ void wgmma_mma(float (&d)[N / 2], uint64_t a, uint64_
 #undef EMBER_WGMMA_ACC32
 #undef EMBER_WGMMA_REGS32
 #undef EMBER_WGMMA_REGS64
+#undef EMBER_WGMMA_REGS72
 #undef EMBER_WGMMA_REGS112
 #undef EMBER_WGMMA_REGS128
 
