@@ -77,6 +77,7 @@ set(_ember_kernel_headers "${_ember_kernel_dir}/kernel_common.cuh"
     "${_ember_kernel_dir}/tensor_core.cuh"
     "${_ember_kernel_dir}/conv_igemm_tile.cuh"
     "${_ember_kernel_dir}/wgmma.cuh"
+    "${_ember_kernel_dir}/pool_max.cuh"
     "${_ember_cuda_dir}/kernel_params.h")
 set(_ember_fatbin_sources "")
 foreach(name IN LISTS _ember_kernel_names)

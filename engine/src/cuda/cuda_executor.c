@@ -123,6 +123,9 @@ typedef struct ember_cuda_executor {
   uint32_t channels_last_tensors;
   uint32_t pools_channels_last; /* MAX_POOL2Ds reading and writing channels last */
   uint32_t pools_shared_rows;   /* of those, with their input rows in shared memory */
+  uint32_t pools_in_conv;       /* of those, done in the halo conv's epilogue before them */
+  /* Per op: a MAX_POOL2D done so, the rows of that conv's strips (else 0). */
+  int64_t* pool_strip_rows;
   uint32_t conv_packs; /* NCHW -> channels-last copies before those convs */
   CUdeviceptr conv_packed; /* the input of such a conv, channels last (the largest any needs) */
   uint32_t conv_igemms;
@@ -916,10 +919,12 @@ static ember_status* plan_fusions(ember_cuda_executor* executor, const uint32_t*
   const ember_plan* plan = executor->plan;
   *out_extra = 0;
   executor->fuse_next = calloc(plan->num_ops, sizeof(bool));
+  executor->pool_strip_rows = calloc(plan->num_ops, sizeof(int64_t));
   executor->conv_residual = calloc(plan->num_ops, sizeof(bool));
   executor->add_into_norm = calloc(plan->num_ops, sizeof(bool));
   executor->relocated = malloc(plan->num_tensors * sizeof(uint64_t));
-  if (executor->fuse_next == NULL || executor->conv_residual == NULL ||
+  if (executor->fuse_next == NULL || executor->pool_strip_rows == NULL ||
+      executor->conv_residual == NULL ||
       executor->add_into_norm == NULL || executor->relocated == NULL) {
     return ember_status_make(EMBER_OUT_OF_MEMORY, "cuda executor: out of memory");
   }
@@ -3476,6 +3481,62 @@ static bool add_conv_input_pack(ember_cuda_executor* executor, uint32_t i,
   return false;
 }
 
+/* The MAX_POOL2D that conv op i's epilogue takes (kernel_params.h,
+ * ember_k_conv_halo_params pooled), or EMBER_PLAN_NO_INDEX: the conv runs on the halo
+ * kernel's resident-weights form (`halo`) in strips of an even number of rows that divide
+ * its oh, reads its input from conv_packed (so the pool's output, which the conv writes
+ * before the plan says, shares no bytes with what it reads), has no residual, and writes
+ * y_index, channels last, which only a 3 x 3 MAX_POOL2D of stride 2 and padding 1 reads,
+ * right after the conv (and its RELU), into a channels-last intermediate of half its
+ * height and width. resnet's stem and max pool at batch 64 on the H200: 99.5 + 49.6 us
+ * as two steps, 90.1 + 22.3 so (ember_max_pool_rows). */
+static uint32_t conv_pool_op(const ember_cuda_executor* executor, uint32_t i, uint32_t y_index,
+                             const conv_halo_plan* halo, bool x_channels_last,
+                             uint32_t residual) {
+  const ember_plan* plan = executor->plan;
+  const ember_tensor_desc* y = &plan->tensors[y_index];
+  if (!halo->units || halo->rows % 2 != 0 || y->dims[2] % halo->rows != 0 ||
+      y->dims[3] % 2 != 0 || x_channels_last || residual != EMBER_PLAN_NO_INDEX ||
+      !executor->channels_last[y_index] || y->storage != EMBER_STORAGE_INTERMEDIATE) {
+    return EMBER_PLAN_NO_INDEX;
+  }
+  uint32_t pool = EMBER_PLAN_NO_INDEX, readers = 0;
+  for (uint32_t j = i + 1; j < plan->num_ops; ++j) {
+    for (uint32_t k = 0; k < plan->ops[j].num_inputs; ++k) {
+      if (ember_plan_op_input(plan, &plan->ops[j], k) != y_index) continue;
+      ++readers;
+      pool = j;
+    }
+  }
+  /* The op right after the conv and its fused RELU: no tensor of an op between them can
+   * share bytes with the pool's output, which the plan has written only at the pool. */
+  if (readers != 1 || pool != i + (executor->fuse_next[i] ? 2u : 1u) ||
+      plan->ops[pool].opcode != EMBER_OP_MAX_POOL2D) {
+    return EMBER_PLAN_NO_INDEX;
+  }
+  const ember_op_desc* op = &plan->ops[pool];
+  static const struct {
+    uint32_t attr;
+    int64_t value;
+  } kWindow[] = {{EMBER_ATTR_POOL_KERNEL_H, 3},       {EMBER_ATTR_POOL_KERNEL_W, 3},
+                 {EMBER_ATTR_POOL_STRIDE_H, 2},       {EMBER_ATTR_POOL_STRIDE_W, 2},
+                 {EMBER_ATTR_POOL_PAD_H, 1},          {EMBER_ATTR_POOL_PAD_W, 1},
+                 {EMBER_ATTR_MAX_POOL_DILATION_H, 1}, {EMBER_ATTR_MAX_POOL_DILATION_W, 1},
+                 {EMBER_ATTR_MAX_POOL_CEIL_MODE, 0}};
+  for (size_t k = 0; k < sizeof kWindow / sizeof kWindow[0]; ++k) {
+    if (ember_plan_op_attr(plan, op, kWindow[k].attr) != kWindow[k].value) {
+      return EMBER_PLAN_NO_INDEX;
+    }
+  }
+  const uint32_t out = ember_plan_op_output(plan, op, 0);
+  const ember_tensor_desc* pooled = &plan->tensors[out];
+  if (!executor->channels_last[out] || pooled->storage != EMBER_STORAGE_INTERMEDIATE ||
+      pooled->dims[2] * 2 != y->dims[2] || pooled->dims[3] * 2 != y->dims[3]) {
+    return EMBER_PLAN_NO_INDEX;
+  }
+  return pool;
+}
+
 /* CONV2D op i on the implicit-GEMM kernel (or the halo kernel, where
  * executor_conv_runs_halo says), into tensor y_index, with the ReLU and the residual
  * tensor (EMBER_PLAN_NO_INDEX: none) fused into its epilogue. */
@@ -3514,6 +3575,7 @@ static ember_status* build_conv2d_igemm(ember_cuda_executor* executor, uint32_t 
   const bool on_halo = executor_conv_runs_halo(executor, op, &shape, &halo);
   ember_cuda_step* step;
   uint32_t base = 0; /* where the conv's parameters sit in the step's */
+  uint32_t pool = EMBER_PLAN_NO_INDEX; /* a MAX_POOL2D the halo kernel takes */
   if (on_halo) {
     ember_k_conv_halo_params hp;
     memset(&hp, 0, sizeof hp);
@@ -3528,6 +3590,8 @@ static ember_status* build_conv2d_igemm(ember_cuda_executor* executor, uint32_t 
     hp.halo_bytes = (int32_t)halo.halo_bytes, hp.halo_box_bytes = (int32_t)halo.halo_box_bytes;
     hp.w_stages = (int32_t)halo.w_stages, hp.tiles = (int32_t)halo.tiles;
     hp.strip_images = (int32_t)halo.strip_images;
+    pool = conv_pool_op(executor, i, y_index, &halo, x_channels_last, residual);
+    hp.pooled = pool != EMBER_PLAN_NO_INDEX;
     /* One block an SM (its 384 threads take the whole register file), each looping over
      * tiles, so that its copies for the next tile run under this one's MMAs and epilogue. */
     const int64_t grid = halo.tiles < executor->sm_count ? halo.tiles : executor->sm_count;
@@ -3545,6 +3609,13 @@ static ember_status* build_conv2d_igemm(ember_cuda_executor* executor, uint32_t 
     ++executor->conv_halos;
     if (halo.units) ++executor->conv_halo_units;
     if (halo.strip_images > 1) ++executor->conv_halo_stacked;
+    if (pool != EMBER_PLAN_NO_INDEX) {
+      /* It writes the pool's output, and its strips' last rows' maxima over the bytes of
+       * its own output, which no step writes now. */
+      executor->pool_strip_rows[pool] = halo.rows;
+      add_ref(executor, step, y_index, (uint32_t)offsetof(ember_k_conv_halo_params, pool_rows));
+      y_index = ember_plan_op_output(executor->plan, &executor->plan->ops[pool], 0);
+    }
   } else {
     const unsigned int bm = (unsigned int)conv_igemm_bm(p.o);
     const uint32_t kernel = !wgmma ? EMBER_CUDA_KERNEL_CONV_IGEMM
@@ -3740,12 +3811,41 @@ static void set_pool2d_index32(ember_k_pool2d_params* p) {
   fast_divisor((uint64_t)p->oh, &p->div_mul[1], &p->div_shift[1]);
 }
 
+/* MAX_POOL2D op i, whose conv took it (conv_pool_op; its strips `strip_rows` rows of x):
+ * what is left, each strip's first pooled row against the row above the strip, which the
+ * strip before it wrote over x's bytes (kernel_params.h ember_k_pool_rows_params); no
+ * step where every image is one strip. */
+static void build_pool_rows(ember_cuda_executor* executor, uint32_t i, int64_t strip_rows) {
+  const ember_plan* plan = executor->plan;
+  const ember_op_desc* op = &plan->ops[i];
+  const ember_tensor_desc* x = ember_plan_op_input_tensor(plan, op, 0);
+  const ember_tensor_desc* y = ember_plan_op_output_tensor(plan, op, 0);
+  ++executor->pools_channels_last;
+  ++executor->pools_in_conv;
+  ember_k_pool_rows_params p = {0};
+  p.images = (int32_t)x->dims[0], p.strips = (int32_t)(x->dims[2] / strip_rows);
+  p.strip_rows = (int32_t)(strip_rows / 2), p.pooled_h = (int32_t)y->dims[2];
+  p.row_vectors = (int32_t)(y->dims[3] * y->dims[1] / 8);
+  /* Within int32: a part of y's vectors, which the conv's int32 bounds hold. */
+  p.vectors = (int32_t)((int64_t)p.images * (p.strips - 1) * p.row_vectors);
+  if (p.vectors == 0) return;
+  ember_cuda_step* step =
+      add_kernel_step(executor, i, EMBER_CUDA_KERNEL_MAX_POOL_ROWS + ember_cuda_half_index(y->dtype),
+                      grid_for_elements(executor, (uint64_t)p.vectors), &p, sizeof p);
+  add_ref(executor, step, ember_plan_op_input(plan, op, 0), offsetof(ember_k_pool_rows_params, rows));
+  add_ref(executor, step, ember_plan_op_output(plan, op, 0), offsetof(ember_k_pool_rows_params, y));
+}
+
 static void build_pool2d(ember_cuda_executor* executor, uint32_t i) {
   const ember_plan* plan = executor->plan;
   const ember_op_desc* op = &plan->ops[i];
   const ember_tensor_desc* x = ember_plan_op_input_tensor(plan, op, 0);
   const ember_tensor_desc* y = ember_plan_op_output_tensor(plan, op, 0);
   if (y->numel == 0) return;
+  if (executor->pool_strip_rows[i] != 0) {
+    build_pool_rows(executor, i, executor->pool_strip_rows[i]);
+    return;
+  }
   ember_k_pool2d_params p = {0};
   p.planes = x->dims[0] * x->dims[1];
   p.h = x->dims[2], p.w = x->dims[3], p.oh = y->dims[2], p.ow = y->dims[3];
@@ -4534,6 +4634,7 @@ static void cuda_executor_destroy(ember_executor* base) {
   free(executor->conv_gemm_nhwc);
   free(executor->add_into_norm);
   free(executor->fuse_next);
+  free(executor->pool_strip_rows);
   free(executor->relocated);
   free(executor->folded);
   free(executor->sdpa_views);
@@ -4793,6 +4894,7 @@ void ember_cuda_executor_get_info(const ember_executor* base,
   out_info->channels_last_tensors = executor->channels_last_tensors;
   out_info->pools_channels_last = executor->pools_channels_last;
   out_info->pools_shared_rows = executor->pools_shared_rows;
+  out_info->pools_in_conv = executor->pools_in_conv;
   out_info->conv_wgmma = uses_conv_wgmma(executor);
   out_info->conv_halo = uses_conv_halo(executor);
   out_info->gemm_wgmmas = executor->gemm_wgmmas;

@@ -61,6 +61,8 @@ typedef struct ember_cuda_executor_info {
   uint32_t channels_last_tensors; /* tensors kept channels last between them: no copy */
   uint32_t pools_channels_last;   /* MAX_POOL2Ds between such tensors (a stem's max pool),
                                      reading and writing channels last */
+  uint32_t pools_in_conv;         /* of those, done in the epilogue of the halo conv before
+                                     them (resnet's stem) */
   uint32_t pools_shared_rows;     /* of those, 3 x 3 ones with their input rows in shared
                                      memory (a block an output row) */
   uint32_t norm_adds;             /* ADDs done by the LAYER_NORM right after them */

@@ -633,7 +633,13 @@ typedef struct ember_k_gemm_wgmma_params {
  * EMBER_K_CONV_HALO_UNITS_MAX_W_TILES; with 16 channels, taps a multiple of 4); its
  * shared memory is the halo slots, halo_bytes each (a slot also holds the epilogue tile
  * of the strip whose halo it held: at least EMBER_K_CONV_HALO_UNITS_TILE_BYTES), the
- * weight tiles, the barriers, and the 1 KB. */
+ * weight tiles, the barriers, and the 1 KB. On that form, `pooled` 1 takes the MAX_POOL2D
+ * after the conv (3 x 3, stride 2, padding 1; oh, ow and rows even, oh a multiple of
+ * rows, no residual): conv.y is the pool's output [n, oh/2, ow/2, o] channels last, into
+ * which a strip writes its rows/2 pooled rows, the first without the window row above
+ * the strip; a strip other than its image's last also writes its last row's window
+ * maxima, the row the next strip's first pooled row lacks, into pool_rows [n][strips]
+ * [ow/2][o], and ember_max_pool_rows (ember_k_pool_rows_params) adds them. */
 #define EMBER_K_CONV_HALO_THREADS 384
 #define EMBER_K_CONV_HALO_MAX_W_STAGES 8
 #define EMBER_K_CONV_HALO_BARRIER_BYTES 256
@@ -648,6 +654,7 @@ typedef struct ember_k_conv_halo_params {
   EMBER_K_ALIGNAS(64) uint64_t x_map[16];
   uint64_t w_map[16]; /* [o][k_stride]: boxes of 64 x 64·groups */
   ember_k_conv_igemm_params conv;
+  uint64_t pool_rows; /* pooled: the strips' last rows' window maxima */
   int32_t rows, pitch, strips; /* strips = ceil(oh / rows), of one image */
   int32_t images;
   int32_t strips_per_block, groups;
@@ -658,8 +665,22 @@ typedef struct ember_k_conv_halo_params {
   int32_t halo_box_bytes; /* one halo copy: its box's pixels of min(c, 64) · 2 bytes */
   int32_t tiles;
   int32_t strip_images; /* images a strip holds whole (1: a strip is rows of one image) */
-  int32_t reserved;
+  int32_t pooled;       /* 1: the MAX_POOL2D after the conv done in its epilogue */
+  int32_t reserved[14];
 } ember_k_conv_halo_params;
+
+/* ember_max_pool_rows_<f16|bf16> (conv_pool.cu): the rest of a MAX_POOL2D done in a halo
+ * conv's epilogue (ember_k_conv_halo_params pooled): y [images, pooled_h, row_vectors
+ * of 16 bytes] channels last; for each image and strip s from 1 to strips - 1, y's row
+ * s·strip_rows (the strip's first pooled row) takes the max with rows [images][strips]
+ * [row_vectors] at strip s - 1 (the row above the strip). vectors = images · (strips - 1)
+ * · row_vectors, within int32; both 16-byte aligned. */
+typedef struct ember_k_pool_rows_params {
+  uint64_t y;
+  uint64_t rows;
+  int32_t images, strips, strip_rows, pooled_h;
+  int32_t row_vectors, vectors;
+} ember_k_pool_rows_params;
 
 /* The layouts above must be the same for gcc and nvcc: fixed-width fields, no padding. */
 #if defined(__cplusplus)
@@ -707,8 +728,9 @@ EMBER_K_STATIC_ASSERT(sizeof(ember_k_gemv_params) == 64, "gemv params layout");
 EMBER_K_STATIC_ASSERT(sizeof(ember_k_gemm_wgmma_params) == 2 * 128 + 4 * 8 + 8 * 4,
                       "gemm wgmma params layout");
 EMBER_K_STATIC_ASSERT(offsetof(ember_k_gemm_wgmma_params, w_map) == 128, "gemm wgmma maps");
-EMBER_K_STATIC_ASSERT(sizeof(ember_k_conv_halo_params) == 2 * 128 + 128 + 16 * 4,
+EMBER_K_STATIC_ASSERT(sizeof(ember_k_conv_halo_params) == 2 * 128 + 128 + 8 + 30 * 4,
                       "conv halo params layout");
+EMBER_K_STATIC_ASSERT(sizeof(ember_k_pool_rows_params) == 2 * 8 + 6 * 4, "pool rows params layout");
 EMBER_K_STATIC_ASSERT(offsetof(ember_k_conv_halo_params, conv) == 256, "conv halo maps");
 
 #endif /* EMBER_SRC_CUDA_KERNEL_PARAMS_H_ */

@@ -374,7 +374,8 @@ ONLY_DTYPES = {"sdpa_flash_encoder": ("f16",),
                "gemm_wgmma_gelu_tails": ("f16", "bf16"), "gemm_wgmma_silu_grid": ("f16", "bf16"),
                "gemm_wgmma_sigmoid_rank3": ("f16", "bf16"), "gemm_wgmma_long_k": ("f16", "bf16"),
                "conv2d_halo_units": ("f16", "bf16"), "conv2d_halo_images_nchw": ("f16", "bf16"),
-               "conv2d_halo_images_last": ("f16", "bf16")}
+               "conv2d_halo_images_last": ("f16", "bf16"),
+               "conv2d_halo_pool_stem": ("f16", "bf16")}
 
 
 def window_out(size, kernel, stride, pad, dilation=1, ceil_mode=False):
@@ -1543,6 +1544,25 @@ def halo_images_cases():
     yield "conv2d_halo_images_last", -1.0, 1.0, build_images_last
 
 
+def stem_cases():
+    """A stem read space-to-depth whose max pool its conv takes (after the other cases, so
+    their seeds stay as they were)."""
+    # resnet's stem and max pool at resnet's width (112, strips of 2 rows on the
+    # resident-weights form) and 16 channels: the conv's epilogue takes the pool, each
+    # second strip's first pooled row completed by a step with the row above it (the
+    # first strip's last); 150 images of 4 rows, so two strips an image and 300 in all
+    # (two or more an SM on a GPU of up to 150 SMs); a 1x1 conv reads the pool's output.
+    def build_pool_stem(p):
+        c = p.op(pw.Op.CONV2D, [p.input([150, 3, 8, 224]), p.const([16, 3, 7, 7], 0.3),
+                                p.const([16], 0.2)],
+                 p.tmp([150, 16, 4, 112]), [2, 2, 3, 3, 1, 1, 1])
+        r = p.op(pw.Op.RELU, [c], p.tmp([150, 16, 4, 112]))
+        m = p.op(pw.Op.MAX_POOL2D, [r], p.tmp([150, 16, 2, 56]), [3, 3, 2, 2, 1, 1, 1, 1, 0])
+        p.op(pw.Op.CONV2D, [m, p.const([16, 16, 1, 1], 0.1), p.const([16], 0.2)],
+             p.out([150, 16, 2, 56]), [1, 1, 0, 0, 1, 1, 1])
+    yield "conv2d_halo_pool_stem", -1.0, 1.0, build_pool_stem
+
+
 def main():
     global pw
     if len(sys.argv) != 3:
@@ -1558,7 +1578,7 @@ def main():
                                    list(fold_cases()) + list(conv_pool_cases()) +
                                    list(channels_last_cases()) + list(norm_add_cases()) +
                                    list(gemm_wgmma_cases()) + list(pool_channels_last_cases()) +
-                                   list(halo_images_cases())):
+                                   list(halo_images_cases()) + list(stem_cases())):
         for dtype_name, dtype in dtypes:
             seed += 1
             if dtype_name not in ONLY_DTYPES.get(name, (dtype_name,)):

@@ -384,6 +384,7 @@ static const struct {
     {"conv2d_halo_two_slots_", 1, 1, 0},
     {"conv2d_halo_stem_", 2, 1, 1},
     {"conv2d_halo_images_", 1, 0, 1},
+    {"conv2d_halo_pool_stem_", 1, 1, 0},
 };
 
 /* Cases with an ADD right before a LAYER_NORM, and how many of those ADDs the LAYER_NORM
@@ -555,7 +556,8 @@ static void run_op_case(const char* dir, const char* name, double low, double hi
      * more channels (o136_stride2), stride 1 (3x3), too few tiles (im2col_stem), float32. */
     const bool fold_case = strncmp(name, "conv2d_igemm_stem_", 18) == 0 ||
                            strncmp(name, "conv2d_igemm_fold_", 18) == 0 ||
-                           strncmp(name, "conv2d_halo_stem_", 17) == 0;
+                           strncmp(name, "conv2d_halo_stem_", 17) == 0 ||
+                           strncmp(name, "conv2d_halo_pool_stem_", 22) == 0;
     const uint32_t expected = fold_case && info.conv_wgmma && !ends_with(name, "_f32") ? 1u : 0u;
     EXPECT(info.conv_folds == expected,
            "%s: %u CONV2D read their input space-to-depth, expected %u", name, info.conv_folds,
@@ -564,22 +566,34 @@ static void run_op_case(const char* dir, const char* name, double low, double hi
   {
     /* MAX_POOL2Ds reading and writing channels last: the one between the implicit-GEMM
      * convs of the maxpool cases (3 x 3 of stride 2 or 1, 2 x 2), in float16 and
-     * bfloat16, and halo_stem's where its stem reads space-to-depth (the wgmma kernels;
-     * elsewhere its 3 channels keep it on im2col + GEMM, NCHW). Every other case with a
-     * MAX_POOL2D is a control: maxpool_out (its output is the plan's), the pool cases (a
-     * plan input or an NCHW intermediate in), dyn_conv (convs too small for the kernel),
-     * float32. */
+     * bfloat16, and the stem cases' (halo_stem, halo_pool_stem) where their stem reads
+     * space-to-depth (the wgmma kernels; elsewhere its 3 channels keep it on im2col +
+     * GEMM, NCHW). Every other case with a MAX_POOL2D is a control: maxpool_out (its
+     * output is the plan's), the pool cases (a plan input or an NCHW intermediate in),
+     * dyn_conv (convs too small for the kernel), float32. */
+    const bool stem = strncmp(name, "conv2d_halo_stem_", 17) == 0 ||
+                      strncmp(name, "conv2d_halo_pool_stem_", 22) == 0;
     const bool pooled = (strncmp(name, "conv2d_igemm_maxpool_", 21) == 0 &&
                          strncmp(name, "conv2d_igemm_maxpool_out_", 25) != 0) ||
-                        (strncmp(name, "conv2d_halo_stem_", 17) == 0 && info.conv_wgmma);
+                        (stem && info.conv_wgmma);
     const uint32_t expected = pooled && !ends_with(name, "_f32") ? 1u : 0u;
     EXPECT(info.pools_channels_last == expected,
            "%s: %u MAX_POOL2D channels last, expected %u", name, info.pools_channels_last,
            expected);
-    /* Of those, the 3 x 3 ones read their input rows through shared memory; maxpool_k2's
+    /* Of those, the stems' are done in their conv's epilogue where it runs on the halo
+     * kernel (halo_stem's strips hold whole images, halo_pool_stem's half of one: its
+     * pool keeps a step, to complete each second strip's first row); the maxpool cases'
+     * convs (8 channels) are the control. */
+    const uint32_t in_conv = expected != 0 && stem && info.conv_halo ? 1u : 0u;
+    EXPECT(info.pools_in_conv == in_conv,
+           "%s: %u MAX_POOL2D done in the conv before them, expected %u", name,
+           info.pools_in_conv, in_conv);
+    /* The others' 3 x 3 pools read their input rows through shared memory; maxpool_k2's
      * 2 x 2 pool is the control. */
-    const uint32_t shared_rows =
-        expected != 0 && strncmp(name, "conv2d_igemm_maxpool_k2_", 24) != 0 ? 1u : 0u;
+    const uint32_t shared_rows = expected != 0 && in_conv == 0 &&
+                                         strncmp(name, "conv2d_igemm_maxpool_k2_", 24) != 0
+                                     ? 1u
+                                     : 0u;
     EXPECT(info.pools_shared_rows == shared_rows,
            "%s: %u MAX_POOL2D with their rows in shared memory, expected %u", name,
            info.pools_shared_rows, shared_rows);
@@ -591,8 +605,8 @@ static void run_op_case(const char* dir, const char* name, double low, double hi
      * chains of 8 channels; fold_c1_k5, read space-to-depth in 8), 16 with taps not a
      * multiple of 4 (tiles96's 9), too few positions kept by strips of 256 (fold_c4_k4 and
      * fold_relu: 73% and 75%, and 44 strips each), more than 64 output channels
-     * (fold_rect) or fewer strips than two an SM (igemm_stem, 81),
-     * float32, and the executors without it (EMBER_CUDA_WGMMA=0, other GPUs). */
+     * (fold_rect) or fewer strips than two an SM (igemm_stem, 81), float32, and the
+     * executors without it (EMBER_CUDA_WGMMA=0, other GPUs). */
     uint32_t expected = 0, expected_units = 0, expected_stacked = 0;
     for (size_t c = 0; c < sizeof kHalo / sizeof kHalo[0]; ++c) {
       if (info.conv_halo && !ends_with(name, "_f32") &&
@@ -627,7 +641,10 @@ static void run_op_case(const char* dir, const char* name, double low, double hi
              "%s: %u of %u implicit-GEMM convs on the wgmma kernel, which this executor %s",
              name, info.conv_wgmmas, info.conv_igemms, info.conv_wgmma ? "takes" : "does not take");
       const uint32_t packs = moved ? 0 : kIgemm[c].conv_packs;
-      const uint32_t kept = moved ? 0 : kIgemm[c].channels_last; /* an NCHW residual's GEMM */
+      /* Moved, the halo_images convs run as one GEMM over all their images, NCHW, which
+       * takes no residual (the ADD and its RELU stay a kernel). */
+      const uint32_t kept = moved ? 0 : kIgemm[c].channels_last;
+      const uint32_t residuals = moved ? 0 : kIgemm[c].fused_residuals;
       EXPECT(info.conv_packs == packs && info.channels_last_tensors == kept,
              "%s: %u inputs packed channels last and %u tensors kept so, expected %u and %u",
              name, info.conv_packs, info.channels_last_tensors, packs, kept);
@@ -636,12 +653,12 @@ static void run_op_case(const char* dir, const char* name, double low, double hi
              info.conv_gemms_nhwc, kIgemm[c].conv_gemms_nhwc);
       EXPECT(info.conv_igemms == igemms &&
                  info.conv_gemms == gemms &&
-                 info.fused_residuals == kIgemm[c].fused_residuals &&
+                 info.fused_residuals == residuals &&
                  info.fused_activations == kIgemm[c].fused_activations,
              "%s: %u CONV2D on the implicit-GEMM kernel (%u im2col + GEMM), %u residuals and "
              "%u activations fused, expected %u (%u), %u and %u", name, info.conv_igemms,
              info.conv_gemms, info.fused_residuals, info.fused_activations,
-             igemms, gemms, kIgemm[c].fused_residuals, kIgemm[c].fused_activations);
+             igemms, gemms, residuals, kIgemm[c].fused_activations);
     }
   }
   g_rng = hash_name(name);

@@ -28,6 +28,7 @@
  * memory and writes 8 channels of a position at a time, with the residual and ReLU as the
  * other implicit-GEMM kernels do (conv_igemm_tile.cuh). */
 #include "conv_igemm_tile.cuh"
+#include "pool_max.cuh"
 #include "wgmma.cuh"
 
 namespace ember {
@@ -215,6 +216,64 @@ __device__ __forceinline__ void store_tile(const ember_k_conv_halo_params& hp, c
     store_halo_tile<T>(hp, tile, strip, o0);
   } else {
     store_halo_tile_nchw<T, N>(hp, tile, strip, o0);
+  }
+}
+
+/* The max (max_nan) of the three columns 2k - 1 .. 2k + 1 (the first left out when k is
+ * 0) of row r of a position-major tile, channels 8g .. 8g + 7. */
+template <typename T>
+__device__ __forceinline__ uint4 row_window_max(const ember_k_conv_halo_params& hp,
+                                                const uint16_t* tile, int r, int k, int g) {
+  const uint16_t* at = tile + (r * hp.pitch + 2 * k) * EMBER_K_CONV_HALO_OUT_STRIDE + g * 8;
+  const uint4 mid = *reinterpret_cast<const uint4*>(at);
+  const uint4 right = *reinterpret_cast<const uint4*>(at + EMBER_K_CONV_HALO_OUT_STRIDE);
+  const uint4 two = max_nan<T>(mid, right);
+  return k > 0 ? max_nan<T>(*reinterpret_cast<const uint4*>(at - EMBER_K_CONV_HALO_OUT_STRIDE),
+                            two)
+               : two;
+}
+
+/* The resident-weights form's epilogue when it takes the MAX_POOL2D after the conv
+ * (hp.pooled; kernel_params.h): strip `strip` (rows = 2R of one image, from oh0) from its
+ * position-major tile into the pool's output y [n, oh/2, ow/2, o], pooled rows oh0/2 ..
+ * oh0/2 + R - 1 (the first without the window row above the strip, which
+ * ember_max_pool_rows adds), and, unless it is its image's last strip, its last row's
+ * window maxima into hp.pool_rows. A thread takes 8 channels of one output: the max of
+ * each window row's three columns, then of the rows (max_nan: what MAX_POOL2D gives, up to
+ * the sign of a zero and a NaN's payload), the ReLU applied to the max (which commutes
+ * with it). Why: resnet18's stem wrote 102.8 MB at batch 64 and the pool read them back
+ * (49.4 us on the H200). With MAX_POOL2D's exact rule (max_of_taps: a NaN test on every
+ * tap), the stem took 137.8 us against 100.3 without the pool: the epilogue outlasted the
+ * other consumer's MMAs. */
+template <typename T>
+__device__ __forceinline__ void store_pooled_tile(const ember_k_conv_halo_params& hp,
+                                                  const uint16_t* tile, int strip) {
+  const ember_k_conv_igemm_params& p = hp.conv;
+  int n, oh0;
+  strip_origin(hp, strip, n, oh0);
+  if (n >= hp.images) return;
+  const int groups = p.o / 8, pw = p.ow / 2, pooled = hp.rows / 2, s = oh0 / hp.rows;
+  const bool above_next = s + 1 < hp.strips; /* the next strip's first row lacks our last */
+  Vec16<T> none;
+  none.raw = make_uint4(0, 0, 0, 0); /* no residual: the planner's */
+  uint16_t* y = reinterpret_cast<uint16_t*>(p.y);
+  uint16_t* below = reinterpret_cast<uint16_t*>(hp.pool_rows);
+#pragma unroll 2
+  for (int i = (int)(threadIdx.x & 127); i < pooled * pw * groups; i += 128) {
+    const int g = i % groups, k = (i / groups) % pw, m = i / (groups * pw);
+    /* Rows 2m - 1 .. 2m + 1 of the strip: the first is the strip above's for m = 0. */
+    Vec16<T> last, v;
+    last.raw = row_window_max<T>(hp, tile, 2 * m + 1, k, g);
+    v.raw = max_nan<T>(row_window_max<T>(hp, tile, 2 * m, k, g), last.raw);
+    if (m > 0) v.raw = max_nan<T>(row_window_max<T>(hp, tile, 2 * m - 1, k, g), v.raw);
+    finish_with<T>(p, v, none);
+    *reinterpret_cast<uint4*>(y + (((int64_t)n * (p.oh / 2) + oh0 / 2 + m) * pw + k) * p.o +
+                              g * 8) = v.raw;
+    if (m == pooled - 1 && above_next) {
+      finish_with<T>(p, last, none);
+      *reinterpret_cast<uint4*>(below + (((int64_t)n * hp.strips + s) * pw + k) * p.o + g * 8) =
+          last.raw;
+    }
   }
 }
 
@@ -479,7 +538,11 @@ __device__ __forceinline__ void conv_halo_units(const ember_k_conv_halo_params& 
     asm volatile("bar.sync %0, 128;\n" ::"r"(g + 2) : "memory");
     tile_accumulators<T, N>(p, tile, acc, bias0, bias1);
     asm volatile("bar.sync %0, 128;\n" ::"r"(g + 2) : "memory");
-    store_tile<T, N>(hp, tile, (int)unit, 0);
+    if (hp.pooled) {
+      store_pooled_tile<T>(hp, tile, (int)unit);
+    } else {
+      store_tile<T, N>(hp, tile, (int)unit, 0);
+    }
     /* The slot goes back to the copy (the async proxy) once every thread is done with it. */
     fence_proxy_async();
     asm volatile("bar.sync %0, 128;\n" ::"r"(g + 2) : "memory");

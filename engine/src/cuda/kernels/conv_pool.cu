@@ -3,6 +3,7 @@
  * CPU reference executor (cpu_ops_matmul.c, cpu_ops_normalization.c); MAX_POOL2D also
  * channels last. */
 #include "kernel_common.cuh"
+#include "pool_max.cuh"
 #include "tensor_core.cuh" /* cp_async16 */
 
 namespace ember {
@@ -511,33 +512,6 @@ __device__ void max_pool2d_32(const ember_k_pool2d_params& p) {
   }
 }
 
-/* Two 16-bit elements as the packed type their comparisons take. */
-template <typename T>
-struct Pair;
-template <>
-struct Pair<__half> {
-  typedef __half2 type;
-};
-template <>
-struct Pair<__nv_bfloat16> {
-  typedef __nv_bfloat162 type;
-};
-
-template <typename T>
-__device__ __forceinline__ typename Pair<T>::type as_pair(uint32_t bits) {
-  typename Pair<T>::type v;
-  memcpy(&v, &bits, sizeof v);
-  return v;
-}
-
-/* Two 16-bit elements' running max and a tap's, packed: "tap > acc ? tap : acc" element
- * by element on their bits (the exact max where neither holds a NaN). */
-template <typename T>
-__device__ __forceinline__ uint32_t max_pair_bits(uint32_t acc, uint32_t tap) {
-  const uint32_t take = __hgt2_mask(as_pair<T>(tap), as_pair<T>(acc));
-  return (tap & take) | (acc & ~take);
-}
-
 /* Elements a < b of a row window (compile-time after unrolling) as one word, a in the low
  * half. Element e lies in half (e + 2) & 1 of word (e + 2) >> 1: word 0 holds the left
  * halo, words 1 on the block. */
@@ -692,70 +666,6 @@ __device__ void max_pool2d_rows(const ember_k_pool2d_params& p) {
   }
 }
 
-/* One word of a running max and a tap's word of the same elements: the max by "tap >
- * max ? tap : max" (max_pool2d_rows' rule, the exact one without a NaN), two elements at
- * once on their packed bits for float16 and bfloat16 (max_pair_bits). Sets nan when the
- * tap holds one. */
-template <typename T>
-__device__ __forceinline__ uint32_t max_word(uint32_t acc, uint32_t tap, bool& nan) {
-  if constexpr (sizeof(T) == 2) {
-    const typename Pair<T>::type pair = as_pair<T>(tap);
-    nan = nan || !__hbeq2(pair, pair);
-    return max_pair_bits<T>(acc, tap);
-  } else {
-    const float value = __uint_as_float(tap);
-    nan = nan || isnan(value);
-    return value > __uint_as_float(acc) ? tap : acc;
-  }
-}
-
-/* best = the larger of best and tap, element by element, by max_pool_one's rule (a NaN
- * wins, the first NaN stays), keeping the winner's bits. */
-template <typename T>
-__device__ __forceinline__ void max_exact(Vec16<T>& best, const uint4& tap) {
-  Vec16<T> v;
-  v.raw = tap;
-#pragma unroll
-  for (int k = 0; k < Vec16<T>::kCount; ++k) {
-    const float value = best.get(k);
-    if (!(v.get(k) <= value || isnan(value))) best.bits[k] = v.bits[k];
-  }
-}
-
-/* The max of a K x K window's taps (16 bytes of kCount channels each; -inf where outside
- * the input), compared a word at a time (max_word); a window holding a NaN is done again,
- * element by element, by max_pool_one's rule (max_exact). */
-template <typename T, int K>
-__device__ __forceinline__ Vec16<T> max_of_taps(const uint4 (&taps)[K * K],
-                                                const Vec16<T>& neg_inf) {
-  Vec16<T> best = neg_inf;
-  bool nan = false;
-  uint4 acc = neg_inf.raw;
-#pragma unroll
-  for (int t = 0; t < K * K; ++t) {
-    acc.x = max_word<T>(acc.x, taps[t].x, nan);
-    acc.y = max_word<T>(acc.y, taps[t].y, nan);
-    acc.z = max_word<T>(acc.z, taps[t].z, nan);
-    acc.w = max_word<T>(acc.w, taps[t].w, nan);
-  }
-  if (!nan) {
-    best.raw = acc;
-  } else {
-#pragma unroll
-    for (int t = 0; t < K * K; ++t) max_exact<T>(best, taps[t]);
-  }
-  return best;
-}
-
-/* A vector of -inf: a window's start, and what a tap outside the input reads as. */
-template <typename Vec>
-__device__ __forceinline__ Vec all_neg_inf() {
-  Vec v;
-#pragma unroll
-  for (int k = 0; k < Vec::kCount; ++k) v.set(k, __int_as_float(0xff800000u));
-  return v;
-}
-
 /* MAX_POOL2D with x and y channels last, [N, H, W, C] in memory (p.channels = C, a
  * multiple of 8; both 16-byte aligned; fewer than 2^31 elements each, so 32-bit math): a
  * thread per 16 bytes of y, kCount adjacent channels of one output position, each window
@@ -798,7 +708,7 @@ __device__ void max_pool2d_nhwc_windows(const ember_k_pool2d_params& p) {
           taps[a * K + b] = inside ? x[corner + (a * in_w + b) * (I)groups] : neg_inf.raw;
         }
       }
-      best = max_of_taps<T, K>(taps, neg_inf);
+      best = max_of_taps<T, K * K>(taps, neg_inf);
     } else {
       for (I a = 0; a < (I)p.kh; ++a) {
         const I h = h0 + a * (I)p.dilation_h;
@@ -858,8 +768,26 @@ __device__ void max_pool2d_nhwc_shared_rows(const ember_k_pool2d_params& p) {
               inside ? pool_rows[((h0 + a - first) * in_w + w0 + b) * groups + g] : neg_inf.raw;
         }
       }
-      y[(row * ow + c) * groups + g] = max_of_taps<T, 3>(taps, neg_inf).raw;
+      y[(row * ow + c) * groups + g] = max_of_taps<T, 9>(taps, neg_inf).raw;
     }
+  }
+}
+
+/* The rest of a MAX_POOL2D done in a halo conv's epilogue (kernel_params.h
+ * ember_k_pool_rows_params): each strip's first pooled row takes the max with the row above
+ * the strip, which the strip before it wrote; that row's taps first, as the window's. */
+template <typename T>
+__device__ void max_pool_rows(const ember_k_pool_rows_params& p) {
+  uint4* y = reinterpret_cast<uint4*>(p.y);
+  const uint4* rows = reinterpret_cast<const uint4*>(p.rows);
+  const Vec16<T> neg_inf = all_neg_inf<Vec16<T>>();
+  const int32_t boundaries = p.strips - 1;
+  for (int32_t v = (int32_t)global_thread32(); v < p.vectors; v += (int32_t)global_stride32()) {
+    const int32_t q = v / p.row_vectors, e = v - q * p.row_vectors;
+    const int32_t n = q / boundaries, s = q - n * boundaries + 1;
+    const int32_t at = (n * p.pooled_h + s * p.strip_rows) * p.row_vectors + e;
+    const uint4 taps[2] = {rows[(n * p.strips + s - 1) * p.row_vectors + e], y[at]};
+    y[at] = max_of_taps<T, 2>(taps, neg_inf).raw;
   }
 }
 
@@ -981,3 +909,13 @@ EMBER_K_FOR_EACH_DTYPE_BLOCKS(ember_pool2d, ember::pool2d, ember_k_pool2d_params
 /* The pool over channels-last tensors holds its 9 taps' 16-byte loads at once: 4 blocks. */
 EMBER_K_FOR_EACH_DTYPE_BLOCKS(ember_max_pool2d_nhwc, ember::max_pool2d_nhwc, ember_k_pool2d_params, 4)
 EMBER_K_FOR_EACH_DTYPE_BLOCKS(ember_im2col, ember::im2col, ember_k_im2col_params, 4)
+
+/* float16 and bfloat16 only: the halo conv that leaves this kernel the rest of its pool. */
+extern "C" __global__ void __launch_bounds__(EMBER_K_BLOCK)
+    ember_max_pool_rows_f16(const ember_k_pool_rows_params p) {
+  ember::max_pool_rows<__half>(p);
+}
+extern "C" __global__ void __launch_bounds__(EMBER_K_BLOCK)
+    ember_max_pool_rows_bf16(const ember_k_pool_rows_params p) {
+  ember::max_pool_rows<__nv_bfloat16>(p);
+}
