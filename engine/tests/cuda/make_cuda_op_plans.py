@@ -378,6 +378,21 @@ ONLY_DTYPES = {"sdpa_flash_encoder": ("f16",),
                "conv2d_halo_pool_stem": ("f16", "bf16")}
 
 
+def stem_pool_conv(p, x_shape, channels):
+    """resnet's stem (7x7 stride 2, `channels` out, its RELU) over x_shape [n, 3, h, w] (h
+    and w even), its 3x3 stride-2 max pool, and a 1x1 conv of the pool's output into the
+    plan's output."""
+    n, _, h, w = x_shape
+    y, pooled = [n, channels, h // 2, w // 2], [n, channels, h // 4, w // 4]
+    c = p.op(pw.Op.CONV2D, [p.input(x_shape), p.const([channels, 3, 7, 7], 0.3),
+                            p.const([channels], 0.2)],
+             p.tmp(y), [2, 2, 3, 3, 1, 1, 1])
+    r = p.op(pw.Op.RELU, [c], p.tmp(y))
+    m = p.op(pw.Op.MAX_POOL2D, [r], p.tmp(pooled), [3, 3, 2, 2, 1, 1, 1, 1, 0])
+    p.op(pw.Op.CONV2D, [m, p.const([channels, channels, 1, 1], 0.1), p.const([channels], 0.2)],
+         p.out(pooled), [1, 1, 0, 0, 1, 1, 1])
+
+
 def window_out(size, kernel, stride, pad, dilation=1, ceil_mode=False):
     """Output size of a conv or pool window (plan_verifier.c window_output_size)."""
     extent = dilation * (kernel - 1) + 1
@@ -804,15 +819,7 @@ def issue5_cases():
     # rows each, so that both consumers take strips on a GPU of up to 150 SMs; the RELU,
     # and the output channels last for the max pool after it, which a 1x1 conv reads (on
     # the streaming form, two 2 x 30 images a strip of N 128, two strips a block).
-    def build_halo_stem(p):
-        c = p.op(pw.Op.CONV2D, [p.input([300, 3, 8, 120]), p.const([64, 3, 7, 7], 0.3),
-                                p.const([64], 0.2)],
-                 p.tmp([300, 64, 4, 60]), [2, 2, 3, 3, 1, 1, 1])
-        r = p.op(pw.Op.RELU, [c], p.tmp([300, 64, 4, 60]))
-        m = p.op(pw.Op.MAX_POOL2D, [r], p.tmp([300, 64, 2, 30]), [3, 3, 2, 2, 1, 1, 1, 1, 0])
-        p.op(pw.Op.CONV2D, [m, p.const([64, 64, 1, 1], 0.1), p.const([64], 0.2)],
-             p.out([300, 64, 2, 30]), [1, 1, 0, 0, 1, 1, 1])
-    yield "conv2d_halo_stem", -1.0, 1.0, build_halo_stem
+    yield "conv2d_halo_stem", -1.0, 1.0, lambda p: stem_pool_conv(p, [300, 3, 8, 120], 64)
 
     pools = [("max_k3s2p1", pw.Op.MAX_POOL2D, [2, 3, 9, 9], 3, 2, 1, 1, 0, 0, 0),
              ("max_dil2", pw.Op.MAX_POOL2D, [1, 2, 10, 10], 3, 1, 1, 2, 0, 0, 0),
@@ -1552,15 +1559,7 @@ def stem_cases():
     # second strip's first pooled row completed by a step with the row above it (the
     # first strip's last); 150 images of 4 rows, so two strips an image and 300 in all
     # (two or more an SM on a GPU of up to 150 SMs); a 1x1 conv reads the pool's output.
-    def build_pool_stem(p):
-        c = p.op(pw.Op.CONV2D, [p.input([150, 3, 8, 224]), p.const([16, 3, 7, 7], 0.3),
-                                p.const([16], 0.2)],
-                 p.tmp([150, 16, 4, 112]), [2, 2, 3, 3, 1, 1, 1])
-        r = p.op(pw.Op.RELU, [c], p.tmp([150, 16, 4, 112]))
-        m = p.op(pw.Op.MAX_POOL2D, [r], p.tmp([150, 16, 2, 56]), [3, 3, 2, 2, 1, 1, 1, 1, 0])
-        p.op(pw.Op.CONV2D, [m, p.const([16, 16, 1, 1], 0.1), p.const([16], 0.2)],
-             p.out([150, 16, 2, 56]), [1, 1, 0, 0, 1, 1, 1])
-    yield "conv2d_halo_pool_stem", -1.0, 1.0, build_pool_stem
+    yield "conv2d_halo_pool_stem", -1.0, 1.0, lambda p: stem_pool_conv(p, [150, 3, 8, 224], 16)
 
 
 def main():

@@ -371,9 +371,10 @@ static const struct {
  * than two a block, one of each form, one on the resident-weights form with two halo
  * slots, a stem read space-to-depth (16 channels) of 300 strips, two or more for each SM
  * of the GPU, its output channels last (igemm_stem, 81 strips, is the control: it stays
- * on conv_wgmma), and the 1x1 conv after its pool, two 2 x 30 images a strip; and 7 x 7
+ * on conv_wgmma), and the 1x1 conv after its pool, two 2 x 30 images a strip; 7 x 7
  * images two a strip of N 144, the output NCHW or channels last (every other halo conv
- * is the control for stacking: strips of rows). */
+ * is the control for stacking: strips of rows); and a 16-channel stem of resnet's width
+ * whose epilogue takes the max pool (its 1x1 conv after on conv_wgmma: 16 channels). */
 static const struct {
   const char* prefix;
   uint32_t conv_halos, conv_halo_units, conv_halo_stacked;
