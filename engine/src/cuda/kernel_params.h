@@ -636,10 +636,11 @@ typedef struct ember_k_gemm_wgmma_params {
  * weight tiles, the barriers, and the 1 KB. On that form, `pooled` 1 takes the MAX_POOL2D
  * after the conv (3 x 3, stride 2, padding 1; oh, ow and rows even, oh a multiple of
  * rows, no residual): conv.y is the pool's output [n, oh/2, ow/2, o] channels last, into
- * which a strip writes its rows/2 pooled rows, the first without the window row above
- * the strip; a strip other than its image's last also writes its last row's window
- * maxima, the row the next strip's first pooled row lacks, into pool_rows [n][strips]
- * [ow/2][o], and ember_max_pool_rows (ember_k_pool_rows_params) adds them. */
+ * which a strip writes its rows/2 pooled rows (MAX_POOL2D's values up to the sign of a
+ * zero and a NaN's payload), the first without the window row above the strip; a strip
+ * other than its image's last also writes its last row's window maxima, the row the next
+ * strip's first pooled row lacks, into pool_rows [n][strips][ow/2][o], and
+ * ember_max_pool_rows (ember_k_pool_rows_params) adds them. */
 #define EMBER_K_CONV_HALO_THREADS 384
 #define EMBER_K_CONV_HALO_MAX_W_STAGES 8
 #define EMBER_K_CONV_HALO_BARRIER_BYTES 256

@@ -1,6 +1,7 @@
-/* The max of 16-bit (or 32-bit) floats by MAX_POOL2D's rule, "tap > max ? tap : max" in
- * tap order (a NaN wins, the first NaN stays), a 16-byte vector of channels at a time:
- * what the pools (conv_pool.cu) and the halo conv's pooled epilogue (conv_halo.cu) share. */
+/* The max of 16-bit (or 32-bit) floats, a 16-byte vector of channels at a time: by
+ * MAX_POOL2D's rule, "tap > max ? tap : max" in tap order (a NaN wins, the first NaN
+ * stays), for the pools (conv_pool.cu); and by the hardware's NaN-propagating max
+ * (max_nan), for the halo conv's pooled epilogue (conv_halo.cu). */
 #ifndef EMBER_SRC_CUDA_KERNELS_POOL_MAX_CUH_
 #define EMBER_SRC_CUDA_KERNELS_POOL_MAX_CUH_
 
