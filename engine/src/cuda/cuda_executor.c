@@ -126,6 +126,7 @@ typedef struct ember_cuda_executor {
   uint32_t pools_in_conv;       /* of those, done in the halo conv's epilogue before them */
   /* Per op: a MAX_POOL2D done so, the rows of that conv's strips (else 0). */
   int64_t* pool_strip_rows;
+  uint32_t* readers; /* per tensor: how many op inputs read it (count_readers) */
   uint32_t conv_packs; /* NCHW -> channels-last copies before those convs */
   CUdeviceptr conv_packed; /* the input of such a conv, channels last (the largest any needs) */
   uint32_t conv_igemms;
@@ -3500,18 +3501,12 @@ static uint32_t conv_pool_op(const ember_cuda_executor* executor, uint32_t i, ui
       !executor->channels_last[y_index] || y->storage != EMBER_STORAGE_INTERMEDIATE) {
     return EMBER_PLAN_NO_INDEX;
   }
-  uint32_t pool = EMBER_PLAN_NO_INDEX, readers = 0;
-  for (uint32_t j = i + 1; j < plan->num_ops; ++j) {
-    for (uint32_t k = 0; k < plan->ops[j].num_inputs; ++k) {
-      if (ember_plan_op_input(plan, &plan->ops[j], k) != y_index) continue;
-      ++readers;
-      pool = j;
-    }
-  }
   /* The op right after the conv and its fused RELU: no tensor of an op between them can
    * share bytes with the pool's output, which the plan has written only at the pool. */
-  if (readers != 1 || pool != i + (executor->fuse_next[i] ? 2u : 1u) ||
-      plan->ops[pool].opcode != EMBER_OP_MAX_POOL2D) {
+  const uint32_t pool = i + (executor->fuse_next[i] ? 2u : 1u);
+  if (executor->readers[y_index] != 1 || pool >= plan->num_ops ||
+      plan->ops[pool].opcode != EMBER_OP_MAX_POOL2D ||
+      ember_plan_op_input(plan, &plan->ops[pool], 0) != y_index) {
     return EMBER_PLAN_NO_INDEX;
   }
   const ember_op_desc* op = &plan->ops[pool];
@@ -4635,6 +4630,7 @@ static void cuda_executor_destroy(ember_executor* base) {
   free(executor->add_into_norm);
   free(executor->fuse_next);
   free(executor->pool_strip_rows);
+  free(executor->readers);
   free(executor->relocated);
   free(executor->folded);
   free(executor->sdpa_views);
@@ -4786,12 +4782,12 @@ static ember_status* prepare_in_context(ember_cuda_executor* executor) {
   executor->kernels_loaded = true;
   ember_cuda_init_timer_mark(timer, "stream, Ember's kernels");
   uint64_t extra_arena;
-  uint32_t* readers = count_readers(executor->plan);
-  if (readers == NULL) return ember_status_make(EMBER_OUT_OF_MEMORY, "cuda executor: out of memory");
-  ember_status* status = open_cublaslt(executor, readers);
-  if (status == NULL) status = plan_fusions(executor, readers, &extra_arena);
-  free(readers);
-  EMBER_RETURN_IF_ERROR(status);
+  executor->readers = count_readers(executor->plan);
+  if (executor->readers == NULL) {
+    return ember_status_make(EMBER_OUT_OF_MEMORY, "cuda executor: out of memory");
+  }
+  EMBER_RETURN_IF_ERROR(open_cublaslt(executor, executor->readers));
+  EMBER_RETURN_IF_ERROR(plan_fusions(executor, executor->readers, &extra_arena));
   EMBER_RETURN_IF_ERROR(plan_channels_last(executor, &extra_arena));
   EMBER_RETURN_IF_ERROR(plan_sdpa_folds(executor, &extra_arena));
   EMBER_RETURN_IF_ERROR(allocate_memory(executor, extra_arena));
