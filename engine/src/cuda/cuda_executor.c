@@ -135,6 +135,7 @@ typedef struct ember_cuda_executor {
   uint32_t conv_halos;  /* of those, on the halo kernel */
   uint32_t conv_halo_units; /* of those, on its resident-weights form */
   uint32_t conv_halo_stacked; /* of those, with whole images stacked in a strip */
+  uint32_t reduce_columns;    /* REDUCEs taken 32 contiguous outputs a block */
   uint32_t conv_residuals;
   /* Per op: a CONV2D too small for the implicit-GEMM kernel that runs as im2col from
    * channels last + cuBLASLt with its output channels last (plan_channels_last decides,
@@ -1607,17 +1608,25 @@ static void build_reduce(ember_cuda_executor* executor, uint32_t i) {
   }
   const uint32_t dt = ember_cuda_dtype_index(y->dtype);
   const bool short_reduction = p.red_count <= 32;
-  p.per_warp = p.red_count <= EMBER_K_REDUCE_WARP_MAX;
   const uint64_t warps_per_block = EMBER_K_BLOCK / 32u;
+  uint64_t blocks = y->numel; /* EMBER_K_REDUCE_BLOCKS */
+  if (p.red_count <= EMBER_K_REDUCE_WARP_MAX) {
+    const int64_t cols = p.kept_rank > 0 ? p.kept_dims[p.kept_rank - 1] : 0;
+    if (cols >= EMBER_K_REDUCE_COLUMNS_MIN && p.kept_strides[p.kept_rank - 1] == 1) {
+      p.form = EMBER_K_REDUCE_COLUMNS;
+      blocks = (y->numel / (uint64_t)cols) * ceil_div_u64((uint64_t)cols, 32u);
+    } else {
+      p.form = EMBER_K_REDUCE_WARPS;
+      blocks = (y->numel + warps_per_block - 1) / warps_per_block;
+    }
+  }
   ember_cuda_step* step =
       short_reduction
           ? add_kernel_step(executor, i, EMBER_CUDA_KERNEL_REDUCE_THREAD + dt,
                             grid_for_elements(executor, y->numel), &p, sizeof p)
           : add_kernel_step(executor, i, EMBER_CUDA_KERNEL_REDUCE_BLOCK + dt,
-                            grid_for_rows(executor, p.per_warp ? (y->numel + warps_per_block - 1) /
-                                                                     warps_per_block
-                                                               : y->numel),
-                            &p, sizeof p);
+                            grid_for_rows(executor, blocks), &p, sizeof p);
+  if (!short_reduction && p.form == EMBER_K_REDUCE_COLUMNS) ++executor->reduce_columns;
   add_ref(executor, step, ember_plan_op_input(plan, op, 0), offsetof(ember_k_reduce_params, x));
   add_ref(executor, step, ember_plan_op_output(plan, op, 0), offsetof(ember_k_reduce_params, y));
 }
@@ -4884,6 +4893,7 @@ void ember_cuda_executor_get_info(const ember_executor* base,
   out_info->conv_halos = executor->conv_halos;
   out_info->conv_halo_units = executor->conv_halo_units;
   out_info->conv_halo_stacked = executor->conv_halo_stacked;
+  out_info->reduce_columns = executor->reduce_columns;
   out_info->conv_packs = executor->conv_packs;
   out_info->conv_gemms_nhwc = executor->conv_gemms_nhwc;
   out_info->norm_adds = executor->norm_adds;

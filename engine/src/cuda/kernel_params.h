@@ -167,8 +167,8 @@ typedef struct ember_k_embedding_params {
 
 /* REDUCE_SUM/MEAN/MAX. Output i walks the kept dims (kept_dims, x strides kept_strides);
  * each sums over the reduced dims (red_dims, red_strides), red_count elements.
- * ember_reduce_block_<dtype>: a block per output; ember_reduce_thread_<dtype>: a thread
- * per output (short reductions). */
+ * ember_reduce_block_<dtype>: a block per output, a warp per output or 32 columns a block
+ * (`form`); ember_reduce_thread_<dtype>: a thread per output (short reductions). */
 typedef enum ember_k_reduce_op {
   EMBER_K_REDUCE_SUM = 0,
   EMBER_K_REDUCE_MEAN = 1,
@@ -176,6 +176,21 @@ typedef enum ember_k_reduce_op {
 } ember_k_reduce_op;
 
 #define EMBER_K_REDUCE_WARP_MAX 256
+
+/* How ember_reduce_block takes its outputs. WARPS: a warp per output, for reductions of
+ * at most EMBER_K_REDUCE_WARP_MAX elements (fewer than a block has threads, so most of a
+ * block would idle; longer rows, as an RMSNorm's 1024, are faster a block each: on the
+ * H200 a warp each took 20 us where a block took 6.5). COLUMNS: for those, where the
+ * innermost kept dim has stride 1 and at least EMBER_K_REDUCE_COLUMNS_MIN elements (the
+ * outputs are neighbouring columns of x: a channels-last global average pool), 32 columns
+ * of one outer index a block, its warps splitting the reduction. */
+typedef enum ember_k_reduce_form {
+  EMBER_K_REDUCE_BLOCKS = 0,
+  EMBER_K_REDUCE_WARPS = 1,
+  EMBER_K_REDUCE_COLUMNS = 2,
+} ember_k_reduce_form;
+
+#define EMBER_K_REDUCE_COLUMNS_MIN 8
 
 typedef struct ember_k_reduce_params {
   uint64_t x;
@@ -185,11 +200,7 @@ typedef struct ember_k_reduce_params {
   uint32_t kept_rank; /* 0..EMBER_K_MAX_RANK */
   uint32_t red_rank;  /* 1..EMBER_K_MAX_RANK */
   int32_t op;         /* ember_k_reduce_op */
-  /* ember_reduce_block only: a warp per output rather than a block, for reductions of at
-   * most EMBER_K_REDUCE_WARP_MAX elements (fewer than a block has threads, so most of a
-   * block would idle; longer rows, as an RMSNorm's 1024, are faster a block each: on the
-   * H200 a warp each took 20 us where a block took 6.5). */
-  int32_t per_warp;
+  int32_t form;       /* ember_k_reduce_form: ember_reduce_block only */
   int64_t kept_dims[EMBER_K_MAX_RANK];
   int64_t kept_strides[EMBER_K_MAX_RANK];
   int64_t red_dims[EMBER_K_MAX_RANK];

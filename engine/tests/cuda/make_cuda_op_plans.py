@@ -1562,6 +1562,26 @@ def stem_cases():
     yield "conv2d_halo_pool_stem", -1.0, 1.0, lambda p: stem_pool_conv(p, [150, 3, 8, 224], 16)
 
 
+def reduce_columns_cases():
+    """REDUCEs whose outputs are contiguous columns of x, 32 a block (after the other
+    cases, so their seeds stay as they were): columns not a multiple of 32 (40, 520: a
+    channels-last global average pool of 7 x 7), 33 columns of a reduction of 200, more
+    blocks than the grid has (5000 x 8 columns), and a reduction longer than the form takes
+    (300: a block per output, the control; so are the reduce cases before, whose kept
+    innermost dim is strided or has fewer than 8 elements)."""
+    for name, opcode, shape, mask, keep in (
+            ("sum", pw.Op.REDUCE_SUM, [6, 50, 40], 0b010, 0),
+            ("mean", pw.Op.REDUCE_MEAN, [3, 7, 7, 520], 0b0110, 1),
+            ("max", pw.Op.REDUCE_MAX, [5, 200, 33], 0b010, 0),
+            ("many", pw.Op.REDUCE_MEAN, [5000, 40, 8], 0b010, 0),
+            ("long", pw.Op.REDUCE_SUM, [2, 300, 16], 0b010, 0)):
+        def build(p, opcode=opcode, shape=shape, mask=mask, keep=keep):
+            y_shape = [1 if (mask >> d) & 1 else size for d, size in enumerate(shape)
+                       if keep or not (mask >> d) & 1]
+            p.op(opcode, [p.input(shape)], p.out(y_shape), [mask, keep])
+        yield f"reduce_columns_{name}", -3.0, 3.0, build
+
+
 def main():
     global pw
     if len(sys.argv) != 3:
@@ -1577,7 +1597,8 @@ def main():
                                    list(fold_cases()) + list(conv_pool_cases()) +
                                    list(channels_last_cases()) + list(norm_add_cases()) +
                                    list(gemm_wgmma_cases()) + list(pool_channels_last_cases()) +
-                                   list(halo_images_cases()) + list(stem_cases())):
+                                   list(halo_images_cases()) + list(stem_cases()) +
+                                   list(reduce_columns_cases())):
         for dtype_name, dtype in dtypes:
             seed += 1
             if dtype_name not in ONLY_DTYPES.get(name, (dtype_name,)):

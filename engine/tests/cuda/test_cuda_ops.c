@@ -415,6 +415,20 @@ static const struct {
     {"gemm_wgmma_", 1},
 };
 
+/* REDUCE cases and how many of their REDUCEs take 32 contiguous outputs a block, in
+ * every dtype on every GPU (plan inputs: their layout is the plan's). The first matching
+ * prefix counts; the reduce cases before reduce_columns are controls (the kept innermost
+ * dim strided, or of fewer than 8 elements, or no reduction past 32 elements), and so is
+ * reduce_columns_long (300 elements: a block per output). */
+static const struct {
+  const char* prefix;
+  uint32_t reduce_columns;
+} kReduceColumns[] = {
+    {"reduce_columns_long_", 0},
+    {"reduce_columns_", 1},
+    {"reduce_", 0},
+};
+
 static bool ends_with(const char* s, const char* suffix) {
   const size_t n = strlen(s), m = strlen(suffix);
   return n >= m && strcmp(s + n - m, suffix) == 0;
@@ -542,6 +556,14 @@ static void run_op_case(const char* dir, const char* name, double low, double hi
            "%s: %u LINEAR + activation on the gemm_wgmma kernel (%u activations fused), "
            "expected %u", name, info.gemm_wgmmas, info.fused_activations, expected);
     break;
+  }
+  for (size_t c = 0; c < sizeof kReduceColumns / sizeof kReduceColumns[0]; ++c) {
+    if (strncmp(name, kReduceColumns[c].prefix, strlen(kReduceColumns[c].prefix)) == 0) {
+      EXPECT(info.reduce_columns == kReduceColumns[c].reduce_columns,
+             "%s: %u REDUCEs of contiguous outputs 32 a block, expected %u", name,
+             info.reduce_columns, kReduceColumns[c].reduce_columns);
+      break;
+    }
   }
   for (size_t c = 0; c < sizeof kNormAdd / sizeof kNormAdd[0]; ++c) {
     if (strncmp(name, kNormAdd[c].prefix, strlen(kNormAdd[c].prefix)) == 0) {
