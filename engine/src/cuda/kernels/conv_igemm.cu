@@ -242,7 +242,7 @@ __device__ __forceinline__ void conv_igemm_weights(const ember_k_conv_igemm_weig
  * per 16 bytes of y, consecutive threads along a pixel's channels, then along a row, so
  * the stores are contiguous and a warp's loads of one (ch, b, b') read neighbouring
  * columns of one row of x. */
-__device__ __forceinline__ void space_to_depth(const ember_k_space_to_depth_params& p) {
+__device__ __forceinline__ void space_to_depth_chunks(const ember_k_space_to_depth_params& p) {
   const uint16_t* x = reinterpret_cast<const uint16_t*>(p.x);
   uint4* y = reinterpret_cast<uint4*>(p.y);
   const uint32_t per_pixel = (uint32_t)p.cp / 8u, c_count = (uint32_t)p.c;
@@ -262,6 +262,48 @@ __device__ __forceinline__ void space_to_depth(const ember_k_space_to_depth_para
     }
     y[i] = make_uint4(bits[0] | bits[1] << 16, bits[2] | bits[3] << 16, bits[4] | bits[5] << 16,
                       bits[6] | bits[7] << 16);
+  }
+}
+
+/* space_to_depth_chunks for C input channels and CP packed ones known at compile time: a
+ * thread per pixel of y (CP / 8 stores of 16 bytes), each element's phase and channel
+ * constants, two divisions a pixel. Why: the chunk form divides three times per 16 bytes
+ * and once per element; resnet18's stem pack (C 3, CP 16) took 25.4-27.3 us at batch 64
+ * on the H200, for 46 MB moved. */
+template <uint32_t C, uint32_t CP>
+__device__ __forceinline__ void space_to_depth_pixels(const ember_k_space_to_depth_params& p) {
+  const uint16_t* x = reinterpret_cast<const uint16_t*>(p.x);
+  uint4* y = reinterpret_cast<uint4*>(p.y);
+  const uint32_t hs = (uint32_t)p.hs, ws = (uint32_t)p.ws, h = (uint32_t)p.h, w = (uint32_t)p.w;
+  const uint32_t pixels = (uint32_t)p.chunks / (CP / 8u);
+  for (uint32_t pixel = global_thread32(); pixel < pixels; pixel += global_stride32()) {
+    const uint32_t v = pixel % ws, rows = pixel / ws, u = rows % hs, n = rows / hs;
+    uint32_t bits[CP];
+#pragma unroll
+    for (uint32_t e = 0; e < CP; ++e) {
+      const uint32_t phase = e / C, c = e - phase * C;
+      /* Unsigned: a row or column above or left of x wraps past its end. */
+      const uint32_t r = 2u * u + phase / 2u - (uint32_t)p.pad_h;
+      const uint32_t s = 2u * v + phase % 2u - (uint32_t)p.pad_w;
+      bits[e] = phase < 4u && r < h && s < w ? x[((n * C + c) * h + r) * w + s] : 0u;
+    }
+#pragma unroll
+    for (uint32_t k = 0; k < CP / 8u; ++k) {
+      y[pixel * (CP / 8u) + k] =
+          make_uint4(bits[8 * k] | bits[8 * k + 1] << 16, bits[8 * k + 2] | bits[8 * k + 3] << 16,
+                     bits[8 * k + 4] | bits[8 * k + 5] << 16, bits[8 * k + 6] | bits[8 * k + 7] << 16);
+    }
+  }
+}
+
+/* The pixel form for an image's channels (1, grey; 3, RGB), the chunk form otherwise. */
+__device__ __forceinline__ void space_to_depth(const ember_k_space_to_depth_params& p) {
+  if (p.c == 3 && p.cp == 16) {
+    space_to_depth_pixels<3, 16>(p);
+  } else if (p.c == 1 && p.cp == 8) {
+    space_to_depth_pixels<1, 8>(p);
+  } else {
+    space_to_depth_chunks(p);
   }
 }
 
