@@ -124,8 +124,9 @@ typedef struct ember_cuda_executor {
   uint32_t pools_channels_last; /* MAX_POOL2Ds reading and writing channels last */
   uint32_t pools_shared_rows;   /* of those, with their input rows in shared memory */
   uint32_t pools_in_conv;       /* of those, done in the halo conv's epilogue before them */
-  /* Per op: a MAX_POOL2D done so, the rows of that conv's strips (else 0). */
-  int64_t* pool_strip_rows;
+  /* Per op: a MAX_POOL2D done so, its strips' arrival counts (the conv's pool_counts,
+   * zeroed at prepare; else 0). */
+  CUdeviceptr* pool_counts;
   uint32_t* readers; /* per tensor: how many op inputs read it (count_readers) */
   uint32_t conv_packs; /* NCHW -> channels-last copies before those convs */
   CUdeviceptr conv_packed; /* the input of such a conv, channels last (the largest any needs) */
@@ -921,11 +922,11 @@ static ember_status* plan_fusions(ember_cuda_executor* executor, const uint32_t*
   const ember_plan* plan = executor->plan;
   *out_extra = 0;
   executor->fuse_next = calloc(plan->num_ops, sizeof(bool));
-  executor->pool_strip_rows = calloc(plan->num_ops, sizeof(int64_t));
+  executor->pool_counts = calloc(plan->num_ops, sizeof(CUdeviceptr));
   executor->conv_residual = calloc(plan->num_ops, sizeof(bool));
   executor->add_into_norm = calloc(plan->num_ops, sizeof(bool));
   executor->relocated = malloc(plan->num_tensors * sizeof(uint64_t));
-  if (executor->fuse_next == NULL || executor->pool_strip_rows == NULL ||
+  if (executor->fuse_next == NULL || executor->pool_counts == NULL ||
       executor->conv_residual == NULL ||
       executor->add_into_norm == NULL || executor->relocated == NULL) {
     return ember_status_make(EMBER_OUT_OF_MEMORY, "cuda executor: out of memory");
@@ -3491,6 +3492,12 @@ static bool add_conv_input_pack(ember_cuda_executor* executor, uint32_t i,
   return false;
 }
 
+/* What a pooled halo conv's block adds to its shared memory: two buffers of a strip's last
+ * row's window maxima ([ow/2][o]) for each consumer (conv_halo.cu q_buffers). */
+static int64_t conv_pool_shared_bytes(const ember_tensor_desc* y) {
+  return 4 * (y->dims[3] / 2) * y->dims[1] * (int64_t)ember_dtype_size(y->dtype);
+}
+
 /* The MAX_POOL2D that conv op i's epilogue takes (kernel_params.h,
  * ember_k_conv_halo_params pooled), or EMBER_PLAN_NO_INDEX: the conv runs on the halo
  * kernel's resident-weights form (`halo`) in strips of an even number of rows that divide
@@ -3499,14 +3506,18 @@ static bool add_conv_input_pack(ember_cuda_executor* executor, uint32_t i,
  * y_index, channels last, which only a 3 x 3 MAX_POOL2D of stride 2 and padding 1 reads,
  * right after the conv (and its RELU), into a channels-last intermediate of half its
  * height and width. resnet's stem and max pool at batch 64 on the H200: 99.5 + 49.6 us
- * as two steps, 90.1 + 22.3 so (ember_max_pool_rows). */
+ * as two steps; 90.1 + 22.3 so with a step for each strip's first pooled row
+ * (ember_max_pool_rows); 104.1 and no step with those rows from the consumer's previous
+ * strip in shared memory, or from the strip that arrives second (allocate_pool_counts). */
 static uint32_t conv_pool_op(const ember_cuda_executor* executor, uint32_t i, uint32_t y_index,
                              const conv_halo_plan* halo, bool x_channels_last,
                              uint32_t residual) {
   const ember_plan* plan = executor->plan;
   const ember_tensor_desc* y = &plan->tensors[y_index];
   if (!halo->units || halo->rows % 2 != 0 || y->dims[2] % halo->rows != 0 ||
-      y->dims[3] % 2 != 0 || x_channels_last || residual != EMBER_PLAN_NO_INDEX ||
+      y->dims[3] % 2 != 0 ||
+      halo->shared_bytes + conv_pool_shared_bytes(y) > EMBER_K_CONV_HALO_MAX_SMEM_BYTES ||
+      x_channels_last || residual != EMBER_PLAN_NO_INDEX ||
       !executor->channels_last[y_index] || y->storage != EMBER_STORAGE_INTERMEDIATE) {
     return EMBER_PLAN_NO_INDEX;
   }
@@ -3539,6 +3550,21 @@ static uint32_t conv_pool_op(const ember_cuda_executor* executor, uint32_t i, ui
     return EMBER_PLAN_NO_INDEX;
   }
   return pool;
+}
+
+/* The arrival counts of a pooled halo conv's strips (kernel_params.h pool_counts: an
+ * int32 per strip of each image), zero before the first launch (the memset runs on the
+ * program's stream, before the warm-up run), owned by the MAX_POOL2D op `pool`. Each
+ * launch leaves them zero again. */
+static ember_status* allocate_pool_counts(ember_cuda_executor* executor, uint32_t pool,
+                                          ember_k_conv_halo_params* hp) {
+  const size_t bytes = (size_t)hp->images * (size_t)hp->strips * sizeof(int32_t);
+  EMBER_RETURN_IF_ERROR(allocate(executor, bytes, "pool arrival counts", &executor->pool_counts[pool]));
+  CU_CHECK(executor,
+           executor->driver->cuMemsetD8Async(executor->pool_counts[pool], 0, bytes, executor->stream),
+           "cuMemsetD8Async(pool arrival counts)");
+  hp->pool_counts = executor->pool_counts[pool];
+  return NULL;
 }
 
 /* CONV2D op i on the implicit-GEMM kernel (or the halo kernel, where
@@ -3596,6 +3622,7 @@ static ember_status* build_conv2d_igemm(ember_cuda_executor* executor, uint32_t 
     hp.strip_images = (int32_t)halo.strip_images;
     pool = conv_pool_op(executor, i, y_index, &halo, x_channels_last, residual);
     hp.pooled = pool != EMBER_PLAN_NO_INDEX;
+    if (hp.pooled) EMBER_RETURN_IF_ERROR(allocate_pool_counts(executor, pool, &hp));
     /* One block an SM (its 384 threads take the whole register file), each looping over
      * tiles, so that its copies for the next tile run under this one's MMAs and epilogue. */
     const int64_t grid = halo.tiles < executor->sm_count ? halo.tiles : executor->sm_count;
@@ -3607,7 +3634,7 @@ static ember_status* build_conv2d_igemm(ember_cuda_executor* executor, uint32_t 
     step = add_kernel_step(executor, i, kernel + ember_cuda_half_index(y->dtype),
                            (unsigned int)grid, &hp, sizeof hp);
     step->block = EMBER_K_CONV_HALO_THREADS;
-    step->shared_bytes = (unsigned int)halo.shared_bytes;
+    step->shared_bytes = (unsigned int)(halo.shared_bytes + (hp.pooled ? conv_pool_shared_bytes(y) : 0));
     step->tensor_maps = TENSOR_MAPS_CONV_HALO;
     base = (uint32_t)offsetof(ember_k_conv_halo_params, conv);
     ++executor->conv_halos;
@@ -3616,7 +3643,6 @@ static ember_status* build_conv2d_igemm(ember_cuda_executor* executor, uint32_t 
     if (pool != EMBER_PLAN_NO_INDEX) {
       /* It writes the pool's output, and its strips' last rows' maxima over the bytes of
        * its own output, which no step writes now. */
-      executor->pool_strip_rows[pool] = halo.rows;
       add_ref(executor, step, y_index, (uint32_t)offsetof(ember_k_conv_halo_params, pool_rows));
       y_index = ember_plan_op_output(executor->plan, &executor->plan->ops[pool], 0);
     }
@@ -3815,39 +3841,15 @@ static void set_pool2d_index32(ember_k_pool2d_params* p) {
   fast_divisor((uint64_t)p->oh, &p->div_mul[1], &p->div_shift[1]);
 }
 
-/* MAX_POOL2D op i, whose conv took it (conv_pool_op; its strips `strip_rows` rows of x):
- * what is left, each strip's first pooled row against the row above the strip, which the
- * strip before it wrote over x's bytes (kernel_params.h ember_k_pool_rows_params); no
- * step where every image is one strip. */
-static void build_pool_rows(ember_cuda_executor* executor, uint32_t i, int64_t strip_rows) {
-  const ember_plan* plan = executor->plan;
-  const ember_op_desc* op = &plan->ops[i];
-  const ember_tensor_desc* x = ember_plan_op_input_tensor(plan, op, 0);
-  const ember_tensor_desc* y = ember_plan_op_output_tensor(plan, op, 0);
-  ++executor->pools_channels_last;
-  ++executor->pools_in_conv;
-  ember_k_pool_rows_params p = {0};
-  p.images = (int32_t)x->dims[0], p.strips = (int32_t)(x->dims[2] / strip_rows);
-  p.strip_rows = (int32_t)(strip_rows / 2), p.pooled_h = (int32_t)y->dims[2];
-  p.row_vectors = (int32_t)(y->dims[3] * y->dims[1] / 8);
-  /* Within int32: a part of y's vectors, which the conv's int32 bounds hold. */
-  p.vectors = (int32_t)((int64_t)p.images * (p.strips - 1) * p.row_vectors);
-  if (p.vectors == 0) return;
-  ember_cuda_step* step =
-      add_kernel_step(executor, i, EMBER_CUDA_KERNEL_MAX_POOL_ROWS + ember_cuda_half_index(y->dtype),
-                      grid_for_elements(executor, (uint64_t)p.vectors), &p, sizeof p);
-  add_ref(executor, step, ember_plan_op_input(plan, op, 0), offsetof(ember_k_pool_rows_params, rows));
-  add_ref(executor, step, ember_plan_op_output(plan, op, 0), offsetof(ember_k_pool_rows_params, y));
-}
-
 static void build_pool2d(ember_cuda_executor* executor, uint32_t i) {
   const ember_plan* plan = executor->plan;
   const ember_op_desc* op = &plan->ops[i];
   const ember_tensor_desc* x = ember_plan_op_input_tensor(plan, op, 0);
   const ember_tensor_desc* y = ember_plan_op_output_tensor(plan, op, 0);
   if (y->numel == 0) return;
-  if (executor->pool_strip_rows[i] != 0) {
-    build_pool_rows(executor, i, executor->pool_strip_rows[i]);
+  if (executor->pool_counts[i] != 0) { /* its conv did it all (conv_pool_op) */
+    ++executor->pools_channels_last;
+    ++executor->pools_in_conv;
     return;
   }
   ember_k_pool2d_params p = {0};
@@ -4619,6 +4621,9 @@ static void cuda_executor_destroy(ember_executor* base) {
       if (executor->conv_weights != 0) driver->cuMemFree(executor->conv_weights);
       if (executor->conv_packed != 0) driver->cuMemFree(executor->conv_packed);
       if (executor->conv_out != 0) driver->cuMemFree(executor->conv_out);
+      for (uint32_t i = 0; executor->pool_counts != NULL && i < executor->plan->num_ops; ++i) {
+        if (executor->pool_counts[i] != 0) driver->cuMemFree(executor->pool_counts[i]);
+      }
       if (executor->sdpa_scratch != 0) driver->cuMemFree(executor->sdpa_scratch);
       if (executor->staging != 0) driver->cuMemFree(executor->staging);
       if (executor->constants != 0) driver->cuMemFree(executor->constants);
@@ -4638,7 +4643,7 @@ static void cuda_executor_destroy(ember_executor* base) {
   free(executor->conv_gemm_nhwc);
   free(executor->add_into_norm);
   free(executor->fuse_next);
-  free(executor->pool_strip_rows);
+  free(executor->pool_counts);
   free(executor->readers);
   free(executor->relocated);
   free(executor->folded);

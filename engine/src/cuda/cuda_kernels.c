@@ -93,7 +93,6 @@ static const struct {
     PER_DTYPE(EMBER_CUDA_KERNEL_CONV2D, conv_pool, "ember_conv2d"),
     PER_DTYPE(EMBER_CUDA_KERNEL_POOL2D, conv_pool, "ember_pool2d"),
     PER_DTYPE(EMBER_CUDA_KERNEL_MAX_POOL2D_NHWC, conv_pool, "ember_max_pool2d_nhwc"),
-    PER_HALF(EMBER_CUDA_KERNEL_MAX_POOL_ROWS, conv_pool, "ember_max_pool_rows"),
     PER_DTYPE(EMBER_CUDA_KERNEL_IM2COL, conv_pool, "ember_im2col"),
     PER_DTYPE(EMBER_CUDA_KERNEL_SDPA_SOFTMAX, attention, "ember_sdpa_softmax"),
     PER_DTYPE(EMBER_CUDA_KERNEL_GEMV, gemv, "ember_gemv"),

@@ -60,9 +60,7 @@ typedef enum ember_cuda_kernel_id {
   EMBER_CUDA_KERNEL_CONV_HALO_UNITS_256_C16 = 78,
   /* sm_90a only (conv_halo, strips of 144 positions); + dtype index - 1 */
   EMBER_CUDA_KERNEL_CONV_HALO_144 = 80,
-  /* the rest of a MAX_POOL2D done in a halo conv's epilogue; + dtype index - 1 */
-  EMBER_CUDA_KERNEL_MAX_POOL_ROWS = 82,
-  EMBER_CUDA_KERNEL_COUNT = 84,
+  EMBER_CUDA_KERNEL_COUNT = 82,
 } ember_cuda_kernel_id;
 
 #define EMBER_CUDA_MODULE_COUNT 15

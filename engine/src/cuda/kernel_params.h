@@ -648,10 +648,14 @@ typedef struct ember_k_gemm_wgmma_params {
  * after the conv (3 x 3, stride 2, padding 1; oh, ow and rows even, oh a multiple of
  * rows, no residual): conv.y is the pool's output [n, oh/2, ow/2, o] channels last, into
  * which a strip writes its rows/2 pooled rows (MAX_POOL2D's values up to the sign of a
- * zero and a NaN's payload), the first without the window row above the strip; a strip
- * other than its image's last also writes its last row's window maxima, the row the next
- * strip's first pooled row lacks, into pool_rows [n][strips][ow/2][o], and
- * ember_max_pool_rows (ember_k_pool_rows_params) adds them. */
+ * zero and a NaN's payload). A block then takes a contiguous run of strips, each consumer
+ * half of it, and a strip's first pooled row takes the window row above it from the
+ * consumer's previous strip, through shared memory (4 more buffers of ow/2 x o elements
+ * after the barriers). A consumer's first strip writes that row without it, and its last
+ * (unless its image's last) writes its last row's window maxima into pool_rows
+ * [n][strips][ow/2][o]; of the two strips at such a boundary, the second to arrive
+ * (pool_counts[n][boundary], counted by atomics at the consumer's end) takes the max of
+ * both into y's row and sets the count back to 0. */
 #define EMBER_K_CONV_HALO_THREADS 384
 #define EMBER_K_CONV_HALO_MAX_W_STAGES 8
 #define EMBER_K_CONV_HALO_BARRIER_BYTES 256
@@ -678,21 +682,10 @@ typedef struct ember_k_conv_halo_params {
   int32_t tiles;
   int32_t strip_images; /* images a strip holds whole (1: a strip is rows of one image) */
   int32_t pooled;       /* 1: the MAX_POOL2D after the conv done in its epilogue */
-  int32_t reserved[14];
+  uint64_t pool_counts; /* pooled: int32 [n][strips], 0 before and after a launch */
+  int32_t reserved[12];
 } ember_k_conv_halo_params;
 
-/* ember_max_pool_rows_<f16|bf16> (conv_pool.cu): the rest of a MAX_POOL2D done in a halo
- * conv's epilogue (ember_k_conv_halo_params pooled): y [images, pooled_h, row_vectors
- * of 16 bytes] channels last; for each image and strip s from 1 to strips - 1, y's row
- * s·strip_rows (the strip's first pooled row) takes the max with rows [images][strips]
- * [row_vectors] at strip s - 1 (the row above the strip). vectors = images · (strips - 1)
- * · row_vectors, within int32; both 16-byte aligned. */
-typedef struct ember_k_pool_rows_params {
-  uint64_t y;
-  uint64_t rows;
-  int32_t images, strips, strip_rows, pooled_h;
-  int32_t row_vectors, vectors;
-} ember_k_pool_rows_params;
 
 /* The layouts above must be the same for gcc and nvcc: fixed-width fields, no padding. */
 #if defined(__cplusplus)
@@ -740,9 +733,8 @@ EMBER_K_STATIC_ASSERT(sizeof(ember_k_gemv_params) == 64, "gemv params layout");
 EMBER_K_STATIC_ASSERT(sizeof(ember_k_gemm_wgmma_params) == 2 * 128 + 4 * 8 + 8 * 4,
                       "gemm wgmma params layout");
 EMBER_K_STATIC_ASSERT(offsetof(ember_k_gemm_wgmma_params, w_map) == 128, "gemm wgmma maps");
-EMBER_K_STATIC_ASSERT(sizeof(ember_k_conv_halo_params) == 2 * 128 + 128 + 8 + 30 * 4,
+EMBER_K_STATIC_ASSERT(sizeof(ember_k_conv_halo_params) == 2 * 128 + 128 + 2 * 8 + 28 * 4,
                       "conv halo params layout");
-EMBER_K_STATIC_ASSERT(sizeof(ember_k_pool_rows_params) == 2 * 8 + 6 * 4, "pool rows params layout");
 EMBER_K_STATIC_ASSERT(offsetof(ember_k_conv_halo_params, conv) == 256, "conv halo maps");
 
 #endif /* EMBER_SRC_CUDA_KERNEL_PARAMS_H_ */

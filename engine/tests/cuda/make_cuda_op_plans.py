@@ -1556,9 +1556,11 @@ def stem_cases():
     their seeds stay as they were)."""
     # resnet's stem and max pool at resnet's width (112, strips of 2 rows on the
     # resident-weights form) and 16 channels: the conv's epilogue takes the pool, each
-    # second strip's first pooled row completed by a step with the row above it (the
-    # first strip's last); 150 images of 4 rows, so two strips an image and 300 in all
-    # (two or more an SM on a GPU of up to 150 SMs); a 1x1 conv reads the pool's output.
+    # second strip's first pooled row completed with the row above it (the first strip's
+    # last) in shared memory where one consumer took both strips, else by whichever strip
+    # arrives second; 150 images of 4 rows, so two strips an image and 300 in all (two or
+    # more an SM on a GPU of up to 150 SMs, runs of 2 or 3 a block on the H200's 132); a
+    # 1x1 conv reads the pool's output.
     yield "conv2d_halo_pool_stem", -1.0, 1.0, lambda p: stem_pool_conv(p, [150, 3, 8, 224], 16)
 
 

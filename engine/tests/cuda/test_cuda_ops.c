@@ -604,9 +604,11 @@ static void run_op_case(const char* dir, const char* name, double low, double hi
            "%s: %u MAX_POOL2D channels last, expected %u", name, info.pools_channels_last,
            expected);
     /* Of those, the stems' are done in their conv's epilogue where it runs on the halo
-     * kernel (halo_stem's strips hold whole images, halo_pool_stem's half of one: its
-     * pool keeps a step, to complete each second strip's first row); the maxpool cases'
-     * convs (8 channels) are the control. */
+     * kernel, with no step of their own (halo_stem's strips hold whole images,
+     * halo_pool_stem's half of one: a strip's first pooled row takes the row above from
+     * the consumer's previous strip, or at a boundary between consumers or blocks from
+     * whichever strip arrives second); the maxpool cases' convs (8 channels) are the
+     * control. */
     const uint32_t in_conv = expected != 0 && stem && info.conv_halo ? 1u : 0u;
     EXPECT(info.pools_in_conv == in_conv,
            "%s: %u MAX_POOL2D done in the conv before them, expected %u", name,

@@ -233,21 +233,85 @@ __device__ __forceinline__ uint4 row_window_max(const ember_k_conv_halo_params& 
                : two;
 }
 
+/* The pooled rows at the two boundaries a consumer of a pooled conv could not complete
+ * itself (conv_halo_units' q_buffers): above its first strip (`top`, unless 0) and below its last
+ * (`bottom`, unless its image's strips, its row above being that strip's window row in
+ * pool_rows), each shared with a strip of the other consumer or of another block. The
+ * consumer arrives at both (hp.pool_counts[n][boundary], 0 between launches); whichever
+ * of a boundary's two strips arrives second takes the max of the two parts into y's row,
+ * by MAX_POOL2D's exact rule, and sets the count back to 0. Each thread fenced its stores
+ * before the arrival; the loads go to the L2 (ld.cg: not an L1 line of this SM from
+ * before the other strip wrote). `flags`: two ints of the consumer's shared memory. Done
+ * at the end, where its latency is a tail of a few us: in each strip's epilogue, the
+ * arrivals at every boundary (counted in global memory, the row combined by whichever
+ * came second) made resnet18 b64's stem 127.6-145.7 us on the H200 against 90.2 with a
+ * step of its own for these rows (ember_max_pool_rows, 22.3 us); the epilogues are the
+ * stem's critical path. */
+template <typename T>
+__device__ __forceinline__ void complete_pooled_rows(const ember_k_conv_halo_params& hp, int g,
+                                                     int top_n, int top, int bottom_n,
+                                                     int bottom, volatile int* flags) {
+  const ember_k_conv_igemm_params& p = hp.conv;
+  const int thread = (int)(threadIdx.x & 127);
+  int* counts = reinterpret_cast<int*>(hp.pool_counts);
+  __threadfence();
+  asm volatile("bar.sync %0, 128;\n" ::"r"(g + 2) : "memory");
+  if (thread < 2) { /* one boundary each, the two atomics at once */
+    const int n = thread == 0 ? top_n : bottom_n, boundary = thread == 0 ? top : bottom;
+    bool second = false;
+    if (boundary > 0 && boundary < hp.strips) {
+      int* count = counts + (int64_t)n * hp.strips + boundary;
+      second = atomicAdd(count, 1) == 1;
+      if (second) *count = 0;
+    }
+    __threadfence(); /* the other strip's parts, which its arrival published, come after */
+    flags[thread] = second;
+  }
+  asm volatile("bar.sync %0, 128;\n" ::"r"(g + 2) : "memory");
+  const int row_vectors = p.ow / 2 * p.o / 8;
+  const Vec16<T> neg_inf = all_neg_inf<Vec16<T>>();
+  uint4* y = reinterpret_cast<uint4*>(p.y);
+  const uint4* rows = reinterpret_cast<const uint4*>(hp.pool_rows);
+  for (int k = 0; k < 2; ++k) {
+    if (!flags[k]) continue;
+    const int m = k == 0 ? top_n : bottom_n, b = k == 0 ? top : bottom;
+    uint4* at = y + ((int64_t)m * (p.oh / 2) + b * (hp.rows / 2)) * row_vectors;
+    const uint4* above = rows + ((int64_t)m * hp.strips + b - 1) * row_vectors;
+    constexpr int kBatch = 4; /* every load of a thread's vectors issued before the first max */
+    for (int e0 = thread; e0 < row_vectors; e0 += 128 * kBatch) {
+      uint4 taps[kBatch][2];
+#pragma unroll
+      for (int i = 0; i < kBatch; ++i) {
+        const int e = e0 + 128 * i;
+        if (e < row_vectors) taps[i][0] = __ldcg(above + e), taps[i][1] = __ldcg(at + e);
+      }
+#pragma unroll
+      for (int i = 0; i < kBatch; ++i) {
+        const int e = e0 + 128 * i;
+        if (e < row_vectors) at[e] = max_of_taps<T, 2>(taps[i], neg_inf).raw;
+      }
+    }
+  }
+}
+
 /* The resident-weights form's epilogue when it takes the MAX_POOL2D after the conv
  * (hp.pooled; kernel_params.h): strip `strip` (rows = 2R of one image, from oh0) from its
  * position-major tile into the pool's output y [n, oh/2, ow/2, o], pooled rows oh0/2 ..
- * oh0/2 + R - 1 (the first without the window row above the strip, which
- * ember_max_pool_rows adds), and, unless it is its image's last strip, its last row's
- * window maxima into hp.pool_rows. A thread takes 8 channels of one output: the max of
- * each window row's three columns, then of the rows (max_nan: what MAX_POOL2D gives, up to
- * the sign of a zero and a NaN's payload), the ReLU applied to the max (which commutes
- * with it). Why: resnet18's stem wrote 102.8 MB at batch 64 and the pool read them back
- * (49.4 us on the H200). With MAX_POOL2D's exact rule (max_of_taps: a NaN test on every
- * tap), the stem took 137.8 us against 100.3 without the pool: the epilogue outlasted the
- * other consumer's MMAs. */
+ * oh0/2 + R - 1, the first with the window row above the strip from `above` (the strip
+ * above's last row's window maxima, which this consumer computed last; null where another
+ * strip has them: complete_pooled_rows adds them), and, unless it is its image's last
+ * strip, its last row's window maxima into `below` (for this consumer's next strip), or
+ * hp.pool_rows where `below` is null. Both are [ow/2][o] in shared memory. A thread takes 8
+ * channels of one output: the max of each window row's three columns, then of the rows
+ * (max_nan: what MAX_POOL2D gives, up to the sign of a zero and a NaN's payload), the ReLU
+ * applied to the max (which commutes with it). Why: resnet18's stem wrote 102.8 MB
+ * at batch 64 and the pool read them back (49.4 us on the H200). With MAX_POOL2D's exact
+ * rule (max_of_taps: a NaN test on every tap), the stem took 137.8 us against 100.3
+ * without the pool: the epilogue outlasted the other consumer's MMAs. */
 template <typename T>
 __device__ __forceinline__ void store_pooled_tile(const ember_k_conv_halo_params& hp,
-                                                  const uint16_t* tile, int strip) {
+                                                  const uint16_t* tile, int strip,
+                                                  const uint16_t* above, uint16_t* below) {
   const ember_k_conv_igemm_params& p = hp.conv;
   int n, oh0;
   strip_origin(hp, strip, n, oh0);
@@ -257,7 +321,7 @@ __device__ __forceinline__ void store_pooled_tile(const ember_k_conv_halo_params
   Vec16<T> none;
   none.raw = make_uint4(0, 0, 0, 0); /* no residual: the planner's */
   uint16_t* y = reinterpret_cast<uint16_t*>(p.y);
-  uint16_t* below = reinterpret_cast<uint16_t*>(hp.pool_rows);
+  uint16_t* rows = reinterpret_cast<uint16_t*>(hp.pool_rows);
 #pragma unroll 2
   for (int i = (int)(threadIdx.x & 127); i < pooled * pw * groups; i += 128) {
     const int g = i % groups, k = (i / groups) % pw, m = i / (groups * pw);
@@ -267,12 +331,16 @@ __device__ __forceinline__ void store_pooled_tile(const ember_k_conv_halo_params
     v.raw = max_nan<T>(row_window_max<T>(hp, tile, 2 * m, k, g), last.raw);
     if (m > 0) v.raw = max_nan<T>(row_window_max<T>(hp, tile, 2 * m - 1, k, g), v.raw);
     finish_with<T>(p, v, none);
+    if (m == 0 && above != nullptr) {
+      v.raw = max_nan<T>(*reinterpret_cast<const uint4*>(above + k * p.o + g * 8), v.raw);
+    }
     *reinterpret_cast<uint4*>(y + (((int64_t)n * (p.oh / 2) + oh0 / 2 + m) * pw + k) * p.o +
                               g * 8) = v.raw;
     if (m == pooled - 1 && above_next) {
       finish_with<T>(p, last, none);
-      *reinterpret_cast<uint4*>(below + (((int64_t)n * hp.strips + s) * pw + k) * p.o + g * 8) =
-          last.raw;
+      uint16_t* to = below != nullptr ? below + k * p.o + g * 8
+                                      : rows + (((int64_t)n * hp.strips + s) * pw + k) * p.o + g * 8;
+      *reinterpret_cast<uint4*>(to) = last.raw;
     }
   }
 }
@@ -460,8 +528,21 @@ __device__ __forceinline__ void conv_halo_units(const ember_k_conv_halo_params& 
     fence_mbarrier_init();
   }
   __syncthreads();
-  /* The block's units (strips): blockIdx.x, + gridDim.x, ...; its nth is consumer nth % 2's. */
   const uint32_t first_unit = blockIdx.x, unit_step = gridDim.x, units = (uint32_t)hp.tiles;
+  /* The block's turn t (a unit, i.e. a strip: slot t % stages, consumer t % 2's) is unit
+   * blockIdx.x + t·gridDim.x. A pooled conv's block takes a contiguous run of units
+   * instead, consumer 0 its first half (rounded up) and 1 the rest, so that a consumer's
+   * strips follow each other and it hands its last row's window maxima to its next strip
+   * in shared memory (q_buffers, below). */
+  const uint32_t run = (uint32_t)((uint64_t)blockIdx.x * units / gridDim.x);
+  const uint32_t run_end = (uint32_t)((uint64_t)(blockIdx.x + 1) * units / gridDim.x);
+  const uint32_t half = (run_end - run + 1) / 2;
+  const uint32_t turns = hp.pooled          ? run_end - run
+                         : first_unit < units ? (units - first_unit + unit_step - 1) / unit_step
+                                              : 0u;
+  auto unit_of = [&](uint32_t t) {
+    return hp.pooled ? (t & 1u ? run + half : run) + (t >> 1) : first_unit + t * unit_step;
+  };
 
   if (warpgroup == 0) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
@@ -469,8 +550,8 @@ __device__ __forceinline__ void conv_halo_units(const ember_k_conv_halo_params& 
       /* Unit nth's halo into slot nth % stages, once unit nth - stages's consumer has
        * stored that unit's tile from it. A strip past the last image copies zeros and
        * writes nothing. */
-      uint32_t nth = 0;
-      for (uint32_t unit = first_unit; unit < units; unit += unit_step, ++nth) {
+      for (uint32_t nth = 0; nth < turns; ++nth) {
+        const uint32_t unit = unit_of(nth);
         const int s = (int)(nth % stages);
         if (nth >= stages) mbarrier_wait(halo_empty(s), (nth / stages - 1) & 1);
         const int strip = (int)unit;
@@ -491,9 +572,15 @@ __device__ __forceinline__ void conv_halo_units(const ember_k_conv_halo_params& 
   const int g = warpgroup - 1, warp = (tid >> 5) & 3, lane = tid & 31;
   const int channel = 16 * warp + (lane >> 2);
   const float bias0 = conv_bias<T>(p, channel), bias1 = conv_bias<T>(p, channel + 8);
-  for (uint32_t nth = (uint32_t)g;; nth += 2) {
-    const uint32_t unit = first_unit + nth * unit_step;
-    if (unit >= units) break;
+  /* hp.pooled: this consumer's two buffers of a strip's last row's window maxima (a strip
+   * reads one, writes the other; after the barriers), and the boundaries it leaves to
+   * complete_pooled_rows. */
+  const uint32_t q_bytes = (uint32_t)(p.ow / 2 * p.o * 2);
+  uint16_t* q_buffers = reinterpret_cast<uint16_t*>(smem + (bars - slots) +
+                                                    EMBER_K_CONV_HALO_BARRIER_BYTES + 2 * g * q_bytes);
+  int top_n = 0, top = 0, bottom_n = 0, bottom = 0;
+  for (uint32_t nth = (uint32_t)g; nth < turns; nth += 2) {
+    const uint32_t unit = unit_of(nth);
     const int s = (int)(nth % stages);
     uint16_t* tile = reinterpret_cast<uint16_t*>(smem + s * hp.halo_bytes);
     float acc[N / 2];
@@ -539,7 +626,17 @@ __device__ __forceinline__ void conv_halo_units(const ember_k_conv_halo_params& 
     tile_accumulators<T, N>(p, tile, acc, bias0, bias1);
     asm volatile("bar.sync %0, 128;\n" ::"r"(g + 2) : "memory");
     if (hp.pooled) {
-      store_pooled_tile<T>(hp, tile, (int)unit);
+      /* Its j-th strip: the one above is its j - 1-th where j > 0 (same image unless it
+       * is its image's first); the one below its j + 1-th where that is its. */
+      const uint32_t j = nth >> 1, mine = g == 0 ? half : run_end - run - half;
+      int n, oh0;
+      strip_origin(hp, (int)unit, n, oh0);
+      const int strip_s = oh0 / hp.rows;
+      const uint16_t* above = j > 0 ? q_buffers + ((j - 1) & 1) * (q_bytes / 2) : nullptr;
+      uint16_t* below = j + 1 < mine ? q_buffers + (j & 1) * (q_bytes / 2) : nullptr;
+      store_pooled_tile<T>(hp, tile, (int)unit, strip_s > 0 ? above : nullptr, below);
+      if (j == 0) top_n = n, top = strip_s;
+      if (j + 1 == mine) bottom_n = n, bottom = strip_s + 1;
     } else {
       store_tile<T, N>(hp, tile, (int)unit, 0);
     }
@@ -547,6 +644,10 @@ __device__ __forceinline__ void conv_halo_units(const ember_k_conv_halo_params& 
     fence_proxy_async();
     asm volatile("bar.sync %0, 128;\n" ::"r"(g + 2) : "memory");
     if ((tid & 127) == 0) mbarrier_arrive(halo_empty(s));
+  }
+  if (hp.pooled) {
+    complete_pooled_rows<T>(hp, g, top_n, top, bottom_n, bottom,
+                            reinterpret_cast<volatile int*>(q_buffers));
   }
 }
 

@@ -773,24 +773,6 @@ __device__ void max_pool2d_nhwc_shared_rows(const ember_k_pool2d_params& p) {
   }
 }
 
-/* The rest of a MAX_POOL2D done in a halo conv's epilogue (kernel_params.h
- * ember_k_pool_rows_params): each strip's first pooled row takes the max with the row above
- * the strip, which the strip before it wrote; that row's taps first, as the window's. */
-template <typename T>
-__device__ void max_pool_rows(const ember_k_pool_rows_params& p) {
-  uint4* y = reinterpret_cast<uint4*>(p.y);
-  const uint4* rows = reinterpret_cast<const uint4*>(p.rows);
-  const Vec16<T> neg_inf = all_neg_inf<Vec16<T>>();
-  const int32_t boundaries = p.strips - 1;
-  for (int32_t v = (int32_t)global_thread32(); v < p.vectors; v += (int32_t)global_stride32()) {
-    const int32_t q = v / p.row_vectors, e = v - q * p.row_vectors;
-    const int32_t n = q / boundaries, s = q - n * boundaries + 1;
-    const int32_t at = (n * p.pooled_h + s * p.strip_rows) * p.row_vectors + e;
-    const uint4 taps[2] = {rows[(n * p.strips + s - 1) * p.row_vectors + e], y[at]};
-    y[at] = max_of_taps<T, 2>(taps, neg_inf).raw;
-  }
-}
-
 template <typename T>
 __device__ void max_pool2d_nhwc(const ember_k_pool2d_params& p) {
   if (p.shared_rows) {
@@ -909,13 +891,3 @@ EMBER_K_FOR_EACH_DTYPE_BLOCKS(ember_pool2d, ember::pool2d, ember_k_pool2d_params
 /* The pool over channels-last tensors holds its 9 taps' 16-byte loads at once: 4 blocks. */
 EMBER_K_FOR_EACH_DTYPE_BLOCKS(ember_max_pool2d_nhwc, ember::max_pool2d_nhwc, ember_k_pool2d_params, 4)
 EMBER_K_FOR_EACH_DTYPE_BLOCKS(ember_im2col, ember::im2col, ember_k_im2col_params, 4)
-
-/* float16 and bfloat16 only: the halo conv that leaves this kernel the rest of its pool. */
-extern "C" __global__ void __launch_bounds__(EMBER_K_BLOCK)
-    ember_max_pool_rows_f16(const ember_k_pool_rows_params p) {
-  ember::max_pool_rows<__half>(p);
-}
-extern "C" __global__ void __launch_bounds__(EMBER_K_BLOCK)
-    ember_max_pool_rows_bf16(const ember_k_pool_rows_params p) {
-  ember::max_pool_rows<__nv_bfloat16>(p);
-}
