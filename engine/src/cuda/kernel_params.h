@@ -686,7 +686,6 @@ typedef struct ember_k_conv_halo_params {
   int32_t reserved[12];
 } ember_k_conv_halo_params;
 
-
 /* The layouts above must be the same for gcc and nvcc: fixed-width fields, no padding. */
 #if defined(__cplusplus)
 #define EMBER_K_STATIC_ASSERT(cond, msg) static_assert(cond, msg)

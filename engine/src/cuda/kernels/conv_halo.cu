@@ -338,8 +338,9 @@ __device__ __forceinline__ void store_pooled_tile(const ember_k_conv_halo_params
                               g * 8) = v.raw;
     if (m == pooled - 1 && above_next) {
       finish_with<T>(p, last, none);
-      uint16_t* to = below != nullptr ? below + k * p.o + g * 8
-                                      : rows + (((int64_t)n * hp.strips + s) * pw + k) * p.o + g * 8;
+      uint16_t* to = below != nullptr
+                         ? below + k * p.o + g * 8
+                         : rows + (((int64_t)n * hp.strips + s) * pw + k) * p.o + g * 8;
       *reinterpret_cast<uint4*>(to) = last.raw;
     }
   }
@@ -576,8 +577,8 @@ __device__ __forceinline__ void conv_halo_units(const ember_k_conv_halo_params& 
    * reads one, writes the other; after the barriers), and the boundaries it leaves to
    * complete_pooled_rows. */
   const uint32_t q_bytes = (uint32_t)(p.ow / 2 * p.o * 2);
-  uint16_t* q_buffers = reinterpret_cast<uint16_t*>(smem + (bars - slots) +
-                                                    EMBER_K_CONV_HALO_BARRIER_BYTES + 2 * g * q_bytes);
+  uint16_t* q_buffers = reinterpret_cast<uint16_t*>(
+      smem + (bars - slots) + EMBER_K_CONV_HALO_BARRIER_BYTES + 2 * g * q_bytes);
   int top_n = 0, top = 0, bottom_n = 0, bottom = 0;
   for (uint32_t nth = (uint32_t)g; nth < turns; nth += 2) {
     const uint32_t unit = unit_of(nth);

@@ -289,9 +289,9 @@ __device__ __forceinline__ void space_to_depth_pixels(const ember_k_space_to_dep
     }
 #pragma unroll
     for (uint32_t k = 0; k < CP / 8u; ++k) {
-      y[pixel * (CP / 8u) + k] =
-          make_uint4(bits[8 * k] | bits[8 * k + 1] << 16, bits[8 * k + 2] | bits[8 * k + 3] << 16,
-                     bits[8 * k + 4] | bits[8 * k + 5] << 16, bits[8 * k + 6] | bits[8 * k + 7] << 16);
+      const uint32_t* b = bits + 8 * k;
+      y[pixel * (CP / 8u) + k] = make_uint4(b[0] | b[1] << 16, b[2] | b[3] << 16,
+                                            b[4] | b[5] << 16, b[6] | b[7] << 16);
     }
   }
 }
