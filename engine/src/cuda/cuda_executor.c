@@ -1611,7 +1611,7 @@ static void build_reduce(ember_cuda_executor* executor, uint32_t i) {
   const bool short_reduction = p.red_count <= 32;
   const uint64_t warps_per_block = EMBER_K_BLOCK / 32u;
   uint64_t blocks = y->numel; /* EMBER_K_REDUCE_BLOCKS */
-  if (p.red_count <= EMBER_K_REDUCE_WARP_MAX) {
+  if (!short_reduction && p.red_count <= EMBER_K_REDUCE_WARP_MAX) {
     const int64_t cols = p.kept_rank > 0 ? p.kept_dims[p.kept_rank - 1] : 0;
     if (cols >= EMBER_K_REDUCE_COLUMNS_MIN && p.kept_strides[p.kept_rank - 1] == 1) {
       p.form = EMBER_K_REDUCE_COLUMNS;
@@ -1627,7 +1627,7 @@ static void build_reduce(ember_cuda_executor* executor, uint32_t i) {
                             grid_for_elements(executor, y->numel), &p, sizeof p)
           : add_kernel_step(executor, i, EMBER_CUDA_KERNEL_REDUCE_BLOCK + dt,
                             grid_for_rows(executor, blocks), &p, sizeof p);
-  if (!short_reduction && p.form == EMBER_K_REDUCE_COLUMNS) ++executor->reduce_columns;
+  if (p.form == EMBER_K_REDUCE_COLUMNS) ++executor->reduce_columns;
   add_ref(executor, step, ember_plan_op_input(plan, op, 0), offsetof(ember_k_reduce_params, x));
   add_ref(executor, step, ember_plan_op_output(plan, op, 0), offsetof(ember_k_reduce_params, y));
 }

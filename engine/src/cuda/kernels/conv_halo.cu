@@ -234,9 +234,9 @@ __device__ __forceinline__ uint4 row_window_max(const ember_k_conv_halo_params& 
 }
 
 /* The pooled rows at the two boundaries a consumer of a pooled conv could not complete
- * itself (conv_halo_units' q_buffers): above its first strip (`top`, unless 0) and below its last
- * (`bottom`, unless its image's strips, its row above being that strip's window row in
- * pool_rows), each shared with a strip of the other consumer or of another block. The
+ * itself (conv_halo_units' q_buffers): above its first strip (`top`, unless 0) and below
+ * its last (`bottom`, unless its image's strips, its row above being that strip's window
+ * row in pool_rows), each shared with a strip of the other consumer or of another block. The
  * consumer arrives at both (hp.pool_counts[n][boundary], 0 between launches); whichever
  * of a boundary's two strips arrives second takes the max of the two parts into y's row,
  * by MAX_POOL2D's exact rule, and sets the count back to 0. Each thread fenced its stores
@@ -295,7 +295,7 @@ __device__ __forceinline__ void complete_pooled_rows(const ember_k_conv_halo_par
 }
 
 /* The resident-weights form's epilogue when it takes the MAX_POOL2D after the conv
- * (hp.pooled; kernel_params.h): strip `strip` (rows = 2R of one image, from oh0) from its
+ * (hp.pooled; kernel_params.h): the strip of image n from output row oh0 (rows = 2R) from its
  * position-major tile into the pool's output y [n, oh/2, ow/2, o], pooled rows oh0/2 ..
  * oh0/2 + R - 1, the first with the window row above the strip from `above` (the strip
  * above's last row's window maxima, which this consumer computed last; null where another
@@ -310,11 +310,9 @@ __device__ __forceinline__ void complete_pooled_rows(const ember_k_conv_halo_par
  * without the pool: the epilogue outlasted the other consumer's MMAs. */
 template <typename T>
 __device__ __forceinline__ void store_pooled_tile(const ember_k_conv_halo_params& hp,
-                                                  const uint16_t* tile, int strip,
+                                                  const uint16_t* tile, int n, int oh0,
                                                   const uint16_t* above, uint16_t* below) {
   const ember_k_conv_igemm_params& p = hp.conv;
-  int n, oh0;
-  strip_origin(hp, strip, n, oh0);
   if (n >= hp.images) return;
   const int groups = p.o / 8, pw = p.ow / 2, pooled = hp.rows / 2, s = oh0 / hp.rows;
   const bool above_next = s + 1 < hp.strips; /* the next strip's first row lacks our last */
@@ -576,7 +574,7 @@ __device__ __forceinline__ void conv_halo_units(const ember_k_conv_halo_params& 
   /* hp.pooled: this consumer's two buffers of a strip's last row's window maxima (a strip
    * reads one, writes the other; after the barriers), and the boundaries it leaves to
    * complete_pooled_rows. */
-  const uint32_t q_bytes = (uint32_t)(p.ow / 2 * p.o * 2);
+  const uint32_t q_bytes = (uint32_t)(p.ow / 2 * p.o) * (uint32_t)sizeof(T);
   uint16_t* q_buffers = reinterpret_cast<uint16_t*>(
       smem + (bars - slots) + EMBER_K_CONV_HALO_BARRIER_BYTES + 2 * g * q_bytes);
   int top_n = 0, top = 0, bottom_n = 0, bottom = 0;
@@ -633,9 +631,10 @@ __device__ __forceinline__ void conv_halo_units(const ember_k_conv_halo_params& 
       int n, oh0;
       strip_origin(hp, (int)unit, n, oh0);
       const int strip_s = oh0 / hp.rows;
-      const uint16_t* above = j > 0 ? q_buffers + ((j - 1) & 1) * (q_bytes / 2) : nullptr;
-      uint16_t* below = j + 1 < mine ? q_buffers + (j & 1) * (q_bytes / 2) : nullptr;
-      store_pooled_tile<T>(hp, tile, (int)unit, strip_s > 0 ? above : nullptr, below);
+      const uint32_t q_elements = q_bytes / (uint32_t)sizeof(T);
+      const uint16_t* above = j > 0 ? q_buffers + ((j - 1) & 1) * q_elements : nullptr;
+      uint16_t* below = j + 1 < mine ? q_buffers + (j & 1) * q_elements : nullptr;
+      store_pooled_tile<T>(hp, tile, n, oh0, strip_s > 0 ? above : nullptr, below);
       if (j == 0) top_n = n, top = strip_s;
       if (j + 1 == mine) bottom_n = n, bottom = strip_s + 1;
     } else {
