@@ -234,6 +234,8 @@ static uint64_t tensor_address_callback(void* context, uint32_t t) {
 static ember_status* allocate(ember_cuda_executor* executor, size_t bytes, const char* what,
                               CUdeviceptr* out);
 
+static uint64_t ceil_div_u64(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
+
 static unsigned int grid_for_elements(const ember_cuda_executor* executor, uint64_t count) {
   uint64_t blocks = (count + EMBER_K_BLOCK - 1) / EMBER_K_BLOCK;
   const uint64_t cap = (uint64_t)executor->sm_count * 8u;
@@ -598,8 +600,10 @@ static void add_bias_act_step(ember_cuda_executor* executor, uint32_t op_index,
 }
 
 /* Whether a LINEAR runs as the gemv kernel instead of a cuBLASLt GEMM: weight [N, K],
- * K > 0, and at most EMBER_K_GEMV_MAX_ROWS rows of x (kernel_params.h says why), counted
- * at the plan's dims (a dynamic batch's largest, as everything here). */
+ * K > 0, and at most EMBER_K_GEMV_MAX_ROWS rows of x, or at most
+ * EMBER_K_GEMV_GROUPED_MAX_ROWS of a product of at most EMBER_K_GEMV_GROUPED_MAX_MACS
+ * multiply-adds (kernel_params.h says why), counted at the plan's dims (a dynamic batch's
+ * largest, as everything here). */
 static bool linear_takes_gemv(const ember_plan* plan, const ember_op_desc* op) {
   if (op->opcode != EMBER_OP_LINEAR ||
       ember_plan_op_attr(plan, op, EMBER_ATTR_LINEAR_WEIGHT_LAYOUT) != 0) {
@@ -608,7 +612,12 @@ static bool linear_takes_gemv(const ember_plan* plan, const ember_op_desc* op) {
   const ember_tensor_desc* x = ember_plan_op_input_tensor(plan, op, 0);
   const ember_tensor_desc* y = ember_plan_op_output_tensor(plan, op, 0);
   const int64_t k = x->dims[x->rank - 1];
-  return y->numel != 0 && k > 0 && x->numel / (uint64_t)k <= EMBER_K_GEMV_MAX_ROWS;
+  if (y->numel == 0 || k <= 0) return false;
+  const uint64_t rows = x->numel / (uint64_t)k;
+  if (rows <= EMBER_K_GEMV_MAX_ROWS) return true;
+  /* y is [rows, N]: rows * N * K is y's numel times K, and rows <= 64 bounds it. */
+  return rows <= EMBER_K_GEMV_GROUPED_MAX_ROWS &&
+         y->numel <= EMBER_K_GEMV_GROUPED_MAX_MACS / (uint64_t)k;
 }
 
 static bool is_binary(ember_opcode opcode) {
@@ -1018,10 +1027,11 @@ static void add_gemv_step(ember_cuda_executor* executor, uint32_t i, uint32_t fu
   p.act = fused != EMBER_PLAN_NO_INDEX ? (int32_t)unary_op_of(plan, &plan->ops[fused])
                                        : EMBER_K_UNARY_IDENTITY;
   p.has_bias = op->num_inputs == 3;
-  /* A warp per column. */
+  /* A warp per column of each group of rows. */
+  const uint64_t groups = ceil_div_u64((uint64_t)p.rows, (uint64_t)EMBER_K_GEMV_GROUP_ROWS);
   ember_cuda_step* step = add_kernel_step(
       executor, i, EMBER_CUDA_KERNEL_GEMV + ember_cuda_dtype_index(y->dtype),
-      grid_for_elements(executor, (uint64_t)p.cols * 32u), &p, sizeof p);
+      grid_for_elements(executor, groups * (uint64_t)p.cols * 32u), &p, sizeof p);
   add_ref(executor, step, ember_plan_op_input(plan, op, 0), offsetof(ember_k_gemv_params, x));
   add_ref(executor, step, ember_plan_op_input(plan, op, 1), offsetof(ember_k_gemv_params, w));
   if (p.has_bias) {
@@ -1038,8 +1048,6 @@ static void add_gemv_step(ember_cuda_executor* executor, uint32_t i, uint32_t fu
 /* Fewer output tiles than this leave most of the GPU idle, where cuBLASLt's smaller tiles
  * (or split K) and a separate activation kernel do better; the conv kernel's bound. */
 #define EMBER_CUDA_GEMM_WGMMA_MIN_TILES 64u
-
-static uint64_t ceil_div_u64(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
 
 static bool is_16bit_float(ember_dtype dtype) {
   return dtype == EMBER_DTYPE_FLOAT16 || dtype == EMBER_DTYPE_BFLOAT16;

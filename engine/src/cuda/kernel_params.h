@@ -547,18 +547,27 @@ typedef struct ember_k_bias_act_params {
 
 /* ember_gemv_<dtype>: LINEAR with few rows and weight layout 0 (w is [cols, k]):
  * y[r, n] = act(sum over k of x[r, k] * w[n, k] + bias[n]) for r < rows, n < cols; a warp
- * per column, float32 accumulation. Up to 8 rows the product stays bound by reading w
- * once (2 flops per weight element and row: at 8 rows 8 flops per byte of float16
- * weight, under the ~14 per byte of HBM an H200's CUDA cores manage), so tiles that
- * reuse w (cuBLASLt) gain nothing; more rows go to cuBLASLt. */
+ * per column of a group of GROUP_ROWS rows, float32 accumulation. Up to 8 rows the
+ * product stays bound by reading w once (2 flops per weight element and row: at 8 rows 8
+ * flops per byte of float16 weight, under the ~14 per byte of HBM an H200's CUDA cores
+ * manage), so tiles that reuse w (cuBLASLt) gain nothing. Past that the CUDA cores'
+ * arithmetic bounds it (about 2 instructions a multiply-add with the conversions: some
+ * 15 T multiply-adds a second on an H200), so only up to GROUPED_MAX_ROWS rows of at most
+ * GROUPED_MAX_MACS multiply-adds, a few microseconds, about what cuBLASLt's smallest
+ * GEMMs take (resnet18's 64 x 512 x 1000 classifier: 6.9 us profiled); a program whose
+ * only GEMMs those are then never loads cuBLASLt, whose load and first heuristic query
+ * cost 150-200 ms of init. More rows, or a larger product, go to cuBLASLt. */
 #define EMBER_K_GEMV_MAX_ROWS 8
+#define EMBER_K_GEMV_GROUP_ROWS 8
+#define EMBER_K_GEMV_GROUPED_MAX_ROWS 64
+#define EMBER_K_GEMV_GROUPED_MAX_MACS (1ull << 26)
 
 typedef struct ember_k_gemv_params {
   uint64_t x;
   uint64_t w;
   uint64_t bias;
   uint64_t y;
-  int64_t rows; /* 1..EMBER_K_GEMV_MAX_ROWS */
+  int64_t rows; /* 1..EMBER_K_GEMV_GROUPED_MAX_ROWS */
   int64_t cols;
   int64_t k;    /* > 0 */
   int32_t act;  /* ember_k_unary_op: IDENTITY or an activation (RELU..SILU) */

@@ -5,7 +5,8 @@ activation pairs the CUDA executor fuses into cuBLASLt epilogues; the ops of iss
 SLICE, CAT, EMBEDDING, reductions, SDPA causal and masked, CONV2D strided, dilated,
 grouped and depthwise, the pools), float16 overflow (inf and NaN through GELU, softmax
 and EXP), and a decoder block and a convnet block built from them; LINEARs of at most 8
-rows (the gemv kernel) followed by every activation, K with and without 16-byte loads;
+rows (the gemv kernel) followed by every activation, K with and without 16-byte loads,
+and of up to 64 rows of a small product (its groups of 8 rows, gemv_groups_cases);
 the wide, 32-bit and fallback paths of the gather, LAYER_NORM, MAX_POOL2D and SDPA's
 softmax (bandwidth_cases); MAX_POOL2D's row path and im2col's 16-byte gathers
 (conv_pool_cases); LINEARs with an activation on the gemm_wgmma kernel
@@ -195,33 +196,35 @@ def cases():
     yield "linear_bias_input", -1.0, 1.0, build_linear_bias_input
 
     # LINEAR/MATMUL followed by an activation: fused into the cuBLASLt epilogue when the
-    # activation is RELU or tanh-GELU and reads only the GEMM's output.
+    # activation is RELU or tanh-GELU and reads only the GEMM's output. 67 rows: more than
+    # the gemv kernel takes.
     for act_name, opcode, approximate in (("relu", pw.Op.RELU, None),
                                           ("gelu_tanh", pw.Op.GELU, 1),
                                           ("gelu_erf", pw.Op.GELU, 0)):
         for to_output in (False, True):
             def build(p, opcode=opcode, approximate=approximate, to_output=to_output):
-                x = p.input([33, 64])
-                t = p.tmp([33, 48])
+                x = p.input([67, 64])
+                t = p.tmp([67, 48])
                 p.op(pw.Op.LINEAR, [x, p.const([48, 64], 0.3), p.const([48], 0.5)], t, [0])
-                y = p.out([33, 48]) if to_output else p.tmp([33, 48])
+                y = p.out([67, 48]) if to_output else p.tmp([67, 48])
                 p.op(opcode, [t], y, [] if approximate is None else [approximate])
                 if not to_output:
-                    p.op(pw.Op.ADD, [y, p.const([48])], p.out([33, 48]))
+                    p.op(pw.Op.ADD, [y, p.const([48])], p.out([67, 48]))
             where = "out" if to_output else "mid"
             yield f"linear_{act_name}_{where}", -1.0, 1.0, build
 
     # The activation's output reuses the bytes of the GEMM's input (the memory plan allows
     # it: their lifetimes do not meet), so fusing would write what the GEMM still reads.
+    # 96 rows: a cuBLASLt GEMM, not the gemv kernel.
     def build_linear_gelu_reuse(p):
-        x = p.input([32, 64])
-        t0 = p.tmp([32, 64])
+        x = p.input([96, 64])
+        t0 = p.tmp([96, 64])
         p.op(pw.Op.RELU, [x], t0)
-        t1 = p.tmp([32, 64])
+        t1 = p.tmp([96, 64])
         p.op(pw.Op.LINEAR, [t0, p.const([64, 64], 0.2), p.const([64])], t1, [0])
-        t2 = p.tmp([32, 64])
+        t2 = p.tmp([96, 64])
         p.op(pw.Op.GELU, [t1], t2, [1])
-        p.op(pw.Op.MUL, [t2, p.const([64])], p.out([32, 64]))
+        p.op(pw.Op.MUL, [t2, p.const([64])], p.out([96, 64]))
     yield "linear_gelu_reuse", -1.0, 1.0, build_linear_gelu_reuse
 
     def build_matmul_relu(p):
@@ -314,17 +317,18 @@ def cases():
                  [nd, pw.f64_bits(1e-5), int(weight), int(bias)])
         yield f"layer_norm_{shape_name}", -3.0, 3.0, build
 
-    # A whole MLP (the demo's shape, smaller): arena reuse, fused epilogues, chains.
+    # A whole MLP (the demo's shape, smaller): arena reuse, fused epilogues, chains; 80
+    # rows, so cuBLASLt GEMMs.
     def build_mlp(p):
-        x = p.input([16, 128])
+        x = p.input([80, 128])
         h = x
         for layer in range(3):
-            t = p.tmp([16, 128])
+            t = p.tmp([80, 128])
             p.op(pw.Op.LINEAR, [h, p.const([128, 128], 0.1), p.const([128], 0.1)], t, [0])
-            g = p.tmp([16, 128])
+            g = p.tmp([80, 128])
             p.op(pw.Op.GELU, [t], g, [1 if layer % 2 == 0 else 0])
             h = g
-        p.op(pw.Op.LINEAR, [h, p.const([128, 128], 0.1), p.const([128], 0.1)], p.out([16, 128]), [0])
+        p.op(pw.Op.LINEAR, [h, p.const([128, 128], 0.1), p.const([128], 0.1)], p.out([80, 128]), [0])
     yield "mlp", -1.0, 1.0, build_mlp
 
     # Attention-like: matmul, softmax, matmul, permute, layer norm.
@@ -375,7 +379,8 @@ ONLY_DTYPES = {"sdpa_flash_encoder": ("f16",),
                "gemm_wgmma_sigmoid_rank3": ("f16", "bf16"), "gemm_wgmma_long_k": ("f16", "bf16"),
                "conv2d_halo_units": ("f16", "bf16"), "conv2d_halo_images_nchw": ("f16", "bf16"),
                "conv2d_halo_images_last": ("f16", "bf16"),
-               "conv2d_halo_pool_stem": ("f16", "bf16")}
+               "conv2d_halo_pool_stem": ("f16", "bf16"),
+               "gemv_rows64_at_bound": ("f16",), "linear_rows64_over_bound": ("f16",)}
 
 
 def stem_pool_conv(p, x_shape, channels):
@@ -1482,25 +1487,28 @@ def bench_cases():
             yield f"bench_mlp1024_gelu_{form}_b{batch}_f16", p
 
 
+def linear_act(rows, k, n, opcode, approximate, bias, to_output, x_shape=None):
+    """LINEAR of x [rows, k] (or x_shape) by a weight [n, k], a bias or not, then the
+    activation `opcode`, whose output is a plan output or read by an ADD."""
+    def build(p):
+        x = p.input(x_shape or [rows, k])
+        out_shape = (x_shape or [rows, k])[:-1] + [n]
+        t = p.tmp(out_shape)
+        ins = [x, p.const([n, k], 1.0 / math.sqrt(k))] + ([p.const([n], 0.5)] if bias else [])
+        p.op(pw.Op.LINEAR, ins, t, [0])
+        y = p.out(out_shape) if to_output else p.tmp(out_shape)
+        p.op(opcode, [t], y, [] if approximate is None else [approximate])
+        if not to_output:
+            p.op(pw.Op.ADD, [y, p.const([n])], p.out(out_shape))
+    return build
+
+
 def gemm_wgmma_cases():
     """LINEAR + an activation cuBLASLt cannot fuse, with enough 128 x 256 tiles (64) for the
     gemm_wgmma kernel on an H100 or H200: tails in every dim (rows, K and N past a whole
     tile), no bias, an exact tile grid, and controls that keep cuBLASLt + a separate
     kernel: too few tiles, K not a multiple of 8. After the other cases, so their seeds
     stay as they were."""
-    def linear_act(rows, k, n, opcode, approximate, bias, to_output, x_shape=None):
-        def build(p):
-            x = p.input(x_shape or [rows, k])
-            out_shape = (x_shape or [rows, k])[:-1] + [n]
-            t = p.tmp(out_shape)
-            ins = [x, p.const([n, k], 1.0 / math.sqrt(k))] + ([p.const([n], 0.5)] if bias else [])
-            p.op(pw.Op.LINEAR, ins, t, [0])
-            y = p.out(out_shape) if to_output else p.tmp(out_shape)
-            p.op(opcode, [t], y, [] if approximate is None else [approximate])
-            if not to_output:
-                p.op(pw.Op.ADD, [y, p.const([n])], p.out(out_shape))
-        return build
-
     # 33 x 2 tiles; rows 4100 = 32 tiles + 4, K 72 = 1 tile + 8, N 264 = 1 tile + 8.
     yield ("gemm_wgmma_gelu_tails", -2.0, 2.0,
            linear_act(4100, 72, 264, pw.Op.GELU, 0, True, True))
@@ -1584,6 +1592,32 @@ def reduce_columns_cases():
         yield f"reduce_columns_{name}", -3.0, 3.0, build
 
 
+def gemv_groups_cases():
+    """LINEARs of 9 to 64 rows whose product is small (at most 2^26 multiply-adds) run as
+    the gemv kernel in groups of 8 rows (after the other cases, so their seeds stay as
+    they were): whole groups and a last group of 1 to 7 rows, activations fused, element
+    loads (K = 37), more units than the grid has warps (a warp's stride going from the
+    whole groups into the last), resnet18's classifier at batch 64, and a product at the
+    bound. The controls stay cuBLASLt GEMMs: 65 rows, and 64 rows just over the bound."""
+    yield "gemv_rows9_relu", -1.0, 1.0, linear_act(9, 64, 40, pw.Op.RELU, None, True, True)
+    yield ("gemv_rows16_gelu_erf", -1.0, 1.0,
+           linear_act(16, 64, 40, pw.Op.GELU, 0, False, False))
+    yield "gemv_rows23_k37_silu", -1.0, 1.0, linear_act(23, 37, 24, pw.Op.SILU, None, True, True)
+    yield ("gemv_rows37_wide_sigmoid", -1.0, 1.0,
+           linear_act(37, 16, 9000, pw.Op.SIGMOID, None, True, True))
+
+    def linear(rows, k, n):
+        def build(p):
+            x = p.input([rows, k])
+            w = p.const([n, k], 1.0 / math.sqrt(k))
+            p.op(pw.Op.LINEAR, [x, w, p.const([n], 0.5)], p.out([rows, n]), [0])
+        return build
+    yield "gemv_rows64_classifier", -1.0, 1.0, linear(64, 512, 1000)
+    yield "gemv_rows64_at_bound", -1.0, 1.0, linear(64, 1024, 1024)
+    yield "linear_rows64_over_bound", -1.0, 1.0, linear(64, 1024, 1025)
+    yield "linear_rows65_relu", -1.0, 1.0, linear_act(65, 64, 40, pw.Op.RELU, None, True, True)
+
+
 def main():
     global pw
     if len(sys.argv) != 3:
@@ -1600,7 +1634,7 @@ def main():
                                    list(channels_last_cases()) + list(norm_add_cases()) +
                                    list(gemm_wgmma_cases()) + list(pool_channels_last_cases()) +
                                    list(halo_images_cases()) + list(stem_cases()) +
-                                   list(reduce_columns_cases())):
+                                   list(reduce_columns_cases()) + list(gemv_groups_cases())):
         for dtype_name, dtype in dtypes:
             seed += 1
             if dtype_name not in ONLY_DTYPES.get(name, (dtype_name,)):

@@ -249,6 +249,10 @@ static const struct {
     {"gemv_wide_", 1, 0},         {"gemv_weight_input_", 1, 0},
     {"gemv_exp_", 0, 0},          /* EXP is not an activation */
     {"gemv_chain_", 4, 2},        /* two hidden activations share bytes with their input */
+    /* 9 to 64 rows of a small product: gemv in groups of 8 rows, so the same; 65 rows are
+     * cuBLASLt's, whose epilogue takes the RELU. */
+    {"gemv_rows9_", 1, 0},        {"gemv_rows16_", 1, 0},      {"gemv_rows23_", 1, 0},
+    {"gemv_rows37_", 1, 0},       {"gemv_rows64_", 0, 0},      {"linear_rows65_", 1, 0},
     /* CONV2D takes a RELU into its GEMM's epilogue; after the direct kernel (groups 2) the
      * RELU runs in place on the output, which is not an epilogue. */
     {"conv2d_relu_chain_", 2, 1}, /* the second RELU's output is on the first's bytes */
@@ -258,8 +262,9 @@ static const struct {
     {"add_relu_same_", 1, 0},     {"add_relu_bias_", 1, 0},    {"add_relu_two_readers_", 0, 0},
 };
 
-/* LINEAR cases and how many of their LINEARs run as the gemv kernel (at most 8 rows of
- * x, weight [N, K]) rather than cuBLASLt; the first matching prefix counts. */
+/* LINEAR cases and how many of their LINEARs run as the gemv kernel (weight [N, K], at
+ * most 8 rows of x, or at most 64 of a product of at most 2^26 multiply-adds) rather than
+ * cuBLASLt; the first matching prefix counts. */
 static const struct {
   const char* prefix;
   uint32_t gemv_kernels;
@@ -269,7 +274,7 @@ static const struct {
     {"linear_m1_", 1},         {"linear_bias_input_", 1}, {"linear_two_readers_", 1},
     {"linear_big_", 0},        {"linear_k0_", 0},     {"linear_relu_", 0},
     {"linear_gelu_", 0},       {"mlp_", 0},           {"convnet_block_", 1},
-    {"decoder_block_", 0},
+    {"decoder_block_", 5},     /* 12 rows */            {"linear_rows", 0},
 };
 
 /* CONV2D cases and how many of their convs run as im2col + cuBLASLt GEMM (groups 1 with

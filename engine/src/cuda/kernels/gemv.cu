@@ -1,10 +1,13 @@
 /* LINEAR with few rows (at most EMBER_K_GEMV_MAX_ROWS, weight [N, K]): bound by reading
  * the weight once, which cuBLASLt's tiles for M = 1 do not get near (15-23 us on an H200
- * for a 1024x1024 float16 weight that HBM delivers in about 1 us).
+ * for a 1024x1024 float16 weight that HBM delivers in about 1 us). Up to
+ * EMBER_K_GEMV_GROUPED_MAX_ROWS rows of a small product too, in groups of
+ * EMBER_K_GEMV_GROUP_ROWS, so that a program whose only GEMM is such a LINEAR (resnet18's
+ * classifier at batch 64) never loads cuBLASLt (kernel_params.h says why).
  *
- * A warp computes one output column for all rows: its lanes stream the weight row with
- * 16-byte loads (four in flight per lane), multiply them by the same slices of the x rows
- * (read through L1, where the block's warps share them), accumulate in float32, sum
+ * A warp computes one output column for a group's rows: its lanes stream the weight row
+ * with 16-byte loads (four in flight per lane), multiply them by the same slices of the x
+ * rows (read through L1, where the block's warps share them), accumulate in float32, sum
  * across the warp, then add the bias and apply the activation the executor fused (any
  * that activate() knows, so GELU's erf form too, which cuBLASLt's epilogue lacks). */
 #include "kernel_common.cuh"
@@ -27,19 +30,23 @@ __device__ __forceinline__ void dot_pack(const uint4& w_pack, const uint4* x, in
   }
 }
 
+/* Units [unit, end), a grid stride of `warps` apart, of ROWS rows each; returns the first
+ * unit past `end` on this warp's stride, where the caller's next range resumes. Unit u is
+ * output column u % cols of the row group u / cols (rows from EMBER_K_GEMV_GROUP_ROWS
+ * times the group on). */
 template <typename T, int ROWS>
-__device__ __forceinline__ void gemv_rows(const ember_k_gemv_params& p) {
+__device__ __forceinline__ int64_t gemv_rows(const ember_k_gemv_params& p, int64_t unit,
+                                             int64_t end, int64_t warps) {
   constexpr int kCount = Vec16<T>::kCount;
   const int lane = threadIdx.x & 31;
-  /* Blocks are whole warps, so a warp's lanes share `col` and shuffle together. */
-  const int64_t first_warp = global_thread() >> 5;
-  const int64_t warps = global_stride() >> 5;
-  const T* x = reinterpret_cast<const T*>(p.x);
-  const T* w = reinterpret_cast<const T*>(p.w);
   /* 16-byte loads need every row 16-byte aligned: aligned bases and K a whole number of
    * 16-byte slices. Otherwise (a misaligned bound pointer, an odd K) element loads. */
   const bool vectors = ((p.x | p.w) & 15u) == 0 && p.k % kCount == 0;
-  for (int64_t col = first_warp; col < p.cols; col += warps) {
+  for (; unit < end; unit += warps) {
+    const int64_t col = unit % p.cols;
+    const int64_t row0 = unit / p.cols * EMBER_K_GEMV_GROUP_ROWS;
+    const T* x = reinterpret_cast<const T*>(p.x) + row0 * p.k;
+    const T* w = reinterpret_cast<const T*>(p.w);
     float acc[ROWS];
 #pragma unroll
     for (int r = 0; r < ROWS; ++r) acc[r] = 0.0f;
@@ -68,24 +75,32 @@ __device__ __forceinline__ void gemv_rows(const ember_k_gemv_params& p) {
 #pragma unroll
     for (int r = 0; r < ROWS; ++r) {
       const float sum = warp_sum(acc[r]);
-      if (lane == r) store<T>(p.y, r * p.cols + col, activate_as<T>(p.act, sum + bias));
+      if (lane == r) store<T>(p.y, (row0 + r) * p.cols + col, activate_as<T>(p.act, sum + bias));
     }
   }
+  return unit;
 }
 
-/* Rows as a template argument keep the accumulators in registers. */
+/* Rows as a template argument keep the accumulators in registers: the whole groups first,
+ * then the last group's remaining rows, each warp going on along its grid stride. */
 template <typename T>
 __device__ void gemv(const ember_k_gemv_params& p) {
-  static_assert(EMBER_K_GEMV_MAX_ROWS == 8, "one case per row count");
-  switch (p.rows) {
-    case 1: gemv_rows<T, 1>(p); break;
-    case 2: gemv_rows<T, 2>(p); break;
-    case 3: gemv_rows<T, 3>(p); break;
-    case 4: gemv_rows<T, 4>(p); break;
-    case 5: gemv_rows<T, 5>(p); break;
-    case 6: gemv_rows<T, 6>(p); break;
-    case 7: gemv_rows<T, 7>(p); break;
-    default: gemv_rows<T, 8>(p); break;
+  static_assert(EMBER_K_GEMV_GROUP_ROWS == 8, "one case per row count");
+  /* Blocks are whole warps, so a warp's lanes share their unit and shuffle together. */
+  const int64_t warps = global_stride() >> 5;
+  const int64_t whole = p.rows / EMBER_K_GEMV_GROUP_ROWS * p.cols;
+  const int64_t end = whole + (p.rows % EMBER_K_GEMV_GROUP_ROWS != 0 ? p.cols : 0);
+  const int64_t first = global_thread() >> 5;
+  const int64_t unit = gemv_rows<T, EMBER_K_GEMV_GROUP_ROWS>(p, first, whole, warps);
+  switch (p.rows % EMBER_K_GEMV_GROUP_ROWS) {
+    case 1: gemv_rows<T, 1>(p, unit, end, warps); break;
+    case 2: gemv_rows<T, 2>(p, unit, end, warps); break;
+    case 3: gemv_rows<T, 3>(p, unit, end, warps); break;
+    case 4: gemv_rows<T, 4>(p, unit, end, warps); break;
+    case 5: gemv_rows<T, 5>(p, unit, end, warps); break;
+    case 6: gemv_rows<T, 6>(p, unit, end, warps); break;
+    case 7: gemv_rows<T, 7>(p, unit, end, warps); break;
+    default: break;
   }
 }
 
