@@ -1626,7 +1626,7 @@ static void build_reduce(ember_cuda_executor* executor, uint32_t i) {
       blocks = (y->numel / (uint64_t)cols) * ceil_div_u64((uint64_t)cols, 32u);
     } else {
       p.form = EMBER_K_REDUCE_WARPS;
-      blocks = (y->numel + warps_per_block - 1) / warps_per_block;
+      blocks = ceil_div_u64(y->numel, warps_per_block);
     }
   }
   ember_cuda_step* step =
@@ -2513,7 +2513,7 @@ static ember_status* build_sdpa_gemm(ember_cuda_executor* executor, uint32_t i,
   p.is_causal = ember_plan_op_attr(plan, op, EMBER_ATTR_SDPA_IS_CAUSAL) != 0;
   const uint64_t warps_per_block = EMBER_K_BLOCK / 32u;
   add_kernel_step(executor, i, EMBER_CUDA_KERNEL_SDPA_SOFTMAX + ember_cuda_dtype_index(q->dtype),
-                  grid_for_rows(executor, ((uint64_t)p.rows + warps_per_block - 1) / warps_per_block),
+                  grid_for_rows(executor, ceil_div_u64((uint64_t)p.rows, warps_per_block)),
                   &p, sizeof p);
 
   ember_cuda_step* value_step = add_step(executor, i);
@@ -2570,7 +2570,7 @@ static void build_sdpa_fused(ember_cuda_executor* executor, uint32_t i) {
   const uint64_t warps_per_block = EMBER_K_BLOCK / 32u;
   ember_cuda_step* step = add_kernel_step(
       executor, i, EMBER_CUDA_KERNEL_SDPA + ember_cuda_dtype_index(y->dtype),
-      grid_for_rows(executor, (rows + warps_per_block - 1) / warps_per_block), &p, sizeof p);
+      grid_for_rows(executor, ceil_div_u64(rows, warps_per_block)), &p, sizeof p);
   add_ref(executor, step, ember_plan_op_input(plan, op, 0), offsetof(ember_k_sdpa_params, q));
   add_ref(executor, step, ember_plan_op_input(plan, op, 1), offsetof(ember_k_sdpa_params, k));
   add_ref(executor, step, ember_plan_op_input(plan, op, 2), offsetof(ember_k_sdpa_params, v));
