@@ -578,14 +578,16 @@ static void run_op_case(const char* dir, const char* name, double low, double hi
       break;
     }
   }
+  /* resnet's stem on the halo kernel's 16-channel form, with its max pool after it or in
+   * its epilogue. */
+  const bool halo_stem = strncmp(name, "conv2d_halo_stem_", 17) == 0 ||
+                         strncmp(name, "conv2d_halo_pool_stem_", 22) == 0;
   {
     /* The convs that read their input folded space-to-depth: the stem cases on the wgmma
      * kernel (or the halo kernel), in float16 and bfloat16. Every other case is a control:
      * more channels (o136_stride2), stride 1 (3x3), too few tiles (im2col_stem), float32. */
     const bool fold_case = strncmp(name, "conv2d_igemm_stem_", 18) == 0 ||
-                           strncmp(name, "conv2d_igemm_fold_", 18) == 0 ||
-                           strncmp(name, "conv2d_halo_stem_", 17) == 0 ||
-                           strncmp(name, "conv2d_halo_pool_stem_", 22) == 0;
+                           strncmp(name, "conv2d_igemm_fold_", 18) == 0 || halo_stem;
     const uint32_t expected = fold_case && info.conv_wgmma && !ends_with(name, "_f32") ? 1u : 0u;
     EXPECT(info.conv_folds == expected,
            "%s: %u CONV2D read their input space-to-depth, expected %u", name, info.conv_folds,
@@ -599,11 +601,9 @@ static void run_op_case(const char* dir, const char* name, double low, double hi
      * GEMM, NCHW). Every other case with a MAX_POOL2D is a control: maxpool_out (its
      * output is the plan's), the pool cases (a plan input or an NCHW intermediate in),
      * dyn_conv (convs too small for the kernel), float32. */
-    const bool stem = strncmp(name, "conv2d_halo_stem_", 17) == 0 ||
-                      strncmp(name, "conv2d_halo_pool_stem_", 22) == 0;
     const bool pooled = (strncmp(name, "conv2d_igemm_maxpool_", 21) == 0 &&
                          strncmp(name, "conv2d_igemm_maxpool_out_", 25) != 0) ||
-                        (stem && info.conv_wgmma);
+                        (halo_stem && info.conv_wgmma);
     const uint32_t expected = pooled && !ends_with(name, "_f32") ? 1u : 0u;
     EXPECT(info.pools_channels_last == expected,
            "%s: %u MAX_POOL2D channels last, expected %u", name, info.pools_channels_last,
@@ -614,7 +614,7 @@ static void run_op_case(const char* dir, const char* name, double low, double hi
      * the consumer's previous strip, or at a boundary between consumers or blocks from
      * whichever strip arrives second); the maxpool cases' convs (8 channels) are the
      * control. */
-    const uint32_t in_conv = expected != 0 && stem && info.conv_halo ? 1u : 0u;
+    const uint32_t in_conv = expected != 0 && halo_stem && info.conv_halo ? 1u : 0u;
     EXPECT(info.pools_in_conv == in_conv,
            "%s: %u MAX_POOL2D done in the conv before them, expected %u", name,
            info.pools_in_conv, in_conv);
