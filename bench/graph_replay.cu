@@ -1,11 +1,12 @@
 // The floor for one GPU call from C++: replaying a CUDA graph and waiting for it, timed on
 // the host clock exactly as the reference runner times an Ember execute. Two graphs: an
-// empty one, and one holding a single trivial kernel. bench/run_bench.py builds this
-// with nvcc and runs it.
+// empty one, and one holding a single trivial kernel; and that kernel launched without a
+// graph, to tell whether a program of one kernel would wait less launched that way.
+// bench/run_bench.py builds this with nvcc and runs it.
 //
 //   graph_replay [ITERATIONS]
 //
-// Prints, per graph: "graph replay us: <name> median M p10 A p90 B n N".
+// Prints, per form: "graph replay us: <name> median M p10 A p90 B n N".
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -26,32 +27,39 @@ bool ok(cudaError_t status, const char* what) {
   return true;
 }
 
-bool measure(const char* name, cudaGraph_t graph, cudaStream_t stream, int iterations) {
-  cudaGraphExec_t exec = nullptr;
-  if (!ok(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate")) return false;
+// Times `call` (which enqueues work on `stream`) and a wait for the stream, after 100
+// untimed calls, and prints the line above.
+template <typename Call>
+bool measure_calls(const char* name, Call call, cudaStream_t stream, int iterations) {
   for (int i = 0; i < 100; ++i) {
-    if (!ok(cudaGraphLaunch(exec, stream), "cudaGraphLaunch") ||
-        !ok(cudaStreamSynchronize(stream), "cudaStreamSynchronize")) {
-      return false;
-    }
+    call();
+    if (!ok(cudaStreamSynchronize(stream), name)) return false;
   }
   std::vector<double> us;
   us.reserve(static_cast<size_t>(iterations));
   for (int i = 0; i < iterations; ++i) {
     const auto start = std::chrono::steady_clock::now();
-    cudaGraphLaunch(exec, stream);
+    call();
     cudaStreamSynchronize(stream);
     const auto stop = std::chrono::steady_clock::now();
     us.push_back(std::chrono::duration<double, std::micro>(stop - start).count());
   }
-  if (!ok(cudaGetLastError(), "replays")) return false;
+  if (!ok(cudaGetLastError(), name)) return false;
   std::sort(us.begin(), us.end());
   const size_t n = us.size();
   const double median = n % 2 ? us[n / 2] : (us[n / 2 - 1] + us[n / 2]) / 2;
   std::printf("graph replay us: %s median %.2f p10 %.2f p90 %.2f n %zu\n", name, median,
               us[(n - 1) / 10], us[(n - 1) * 9 / 10], n);
-  cudaGraphExecDestroy(exec);
   return true;
+}
+
+bool measure(const char* name, cudaGraph_t graph, cudaStream_t stream, int iterations) {
+  cudaGraphExec_t exec = nullptr;
+  if (!ok(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate")) return false;
+  const bool measured =
+      measure_calls(name, [&] { cudaGraphLaunch(exec, stream); }, stream, iterations);
+  cudaGraphExecDestroy(exec);
+  return measured;
 }
 
 }  // namespace
@@ -75,7 +83,9 @@ int main(int argc, char** argv) {
   }
   touch<<<1, 1, 0, stream>>>(value);
   if (!ok(cudaStreamEndCapture(stream, &one_kernel), "cudaStreamEndCapture") ||
-      !measure("one_kernel", one_kernel, stream, iterations)) {
+      !measure("one_kernel", one_kernel, stream, iterations) ||
+      !measure_calls("one_kernel_direct", [&] { touch<<<1, 1, 0, stream>>>(value); }, stream,
+                     iterations)) {
     return 1;
   }
   cudaFree(value);

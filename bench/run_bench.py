@@ -184,7 +184,8 @@ def time_calls(fn, iterations: int, warmup: int = 20, sync=None) -> dict:
 
 
 def run_ember(runner: Path, pte: Path, iterations: int, inputs: Path | None = None,
-              outputs: Path | None = None, profile: bool = False) -> dict:
+              outputs: Path | None = None, profile: bool = False,
+              extra_env: dict | None = None) -> dict:
     command = [str(runner), str(pte), "--device-resident", "--iterations", str(iterations),
                "--expect-no-host-device-copies"]
     if inputs is not None:
@@ -195,6 +196,7 @@ def run_ember(runner: Path, pte: Path, iterations: int, inputs: Path | None = No
     env.pop("LD_LIBRARY_PATH", None)  # the wheel's RUNPATH finds what it needs
     if profile:
         env["EMBER_CUDA_PROFILE"] = "1"
+    env.update(extra_env or {})
     process = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
     match = TIME_LINE.search(process.stdout)
     if process.returncode != 0 or match is None:
@@ -472,6 +474,10 @@ def main(argv=None) -> int:
     try:
         if not args.anchors_only:
             overhead["ember_trivial"] = run_ember(runner, trivial, max(n, 1000))
+            # The same program's one kernel launched by itself: whether a program of one
+            # step would wait less without its graph (one_kernel_direct is the anchor).
+            overhead["ember_trivial_eager"] = run_ember(runner, trivial, max(n, 1000),
+                                                        extra_env={"EMBER_CUDA_GRAPHS": "0"})
     except Exception as error:  # noqa: BLE001
         overhead["ember_error"] = str(error)
     try:
@@ -651,8 +657,12 @@ def render(rows, overhead, extra, info, n, dtype_names) -> str:
               "| what | median (us) | p10 | p90 |", "| --- | --- | --- | --- |"]
     labels = (("ember_trivial", "Ember: one ExecuTorch execute (C++ `Module::execute`) of a "
                "device-resident ReLU of one float32"),
+              ("ember_trivial_eager", "Ember: the same with `EMBER_CUDA_GRAPHS=0` (its kernel "
+               "launched without a graph)"),
               ("native_empty", "C++: `cudaGraphLaunch` of an empty graph + `cudaStreamSynchronize`"),
               ("native_one_kernel", "C++: `cudaGraphLaunch` of a one-kernel graph + "
+               "`cudaStreamSynchronize`"),
+              ("native_one_kernel_direct", "C++: that kernel launched without a graph + "
                "`cudaStreamSynchronize`"),
               ("graph_trivial", "Python: `torch.cuda.CUDAGraph.replay()` of one trivial kernel + "
                "`torch.cuda.synchronize()`"),
