@@ -3033,7 +3033,11 @@ static bool conv_halo_plan_of(const ember_plan* plan, const ember_op_desc* op,
     best.shared_bytes = fixed + best.w_stages * w_bytes;
     if (best.w_stages >= 4 || best.halo_stages == 1) break;
   }
-  if (best.w_stages < 2) return false;
+  /* One halo stage only for one chunk a tile: the consumers give a chunk's halo back
+   * during the next chunk's first MMAs (conv_halo.cu), which with one stage would wait for
+   * that very halo, and the kernel would never finish (a 3x3 conv of 128 channels 200
+   * wide, a 7x7 one of 128 at 56 wide). */
+  if (best.w_stages < 2 || (best.halo_stages == 1 && shape.cp > 64)) return false;
   const int64_t strips = best_computed / best.n;
   const int64_t strip_tiles = (strips + best.strips_per_block - 1) / best.strips_per_block;
   best.tiles = strip_tiles * best.o_tiles;

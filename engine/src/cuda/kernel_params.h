@@ -685,7 +685,8 @@ typedef struct ember_k_conv_halo_params {
   int32_t strips_per_block, groups;
   int32_t chunks; /* c / 64, rounded up */
   int32_t taps, kw;
-  int32_t halo_stages, w_stages; /* halo_stages 1 or 2; w_stages up to the max */
+  int32_t halo_stages, w_stages; /* halo_stages 1 (one chunk only) or 2; w_stages up to
+                                    the max */
   int32_t halo_bytes; /* one strip's halo buffer: its rows in whole KB */
   int32_t halo_box_bytes; /* one halo copy: its box's pixels of min(c, 64) · 2 bytes */
   int32_t tiles;

@@ -380,6 +380,7 @@ ONLY_DTYPES = {"sdpa_flash_encoder": ("f16",),
                "conv2d_halo_units": ("f16", "bf16"), "conv2d_halo_images_nchw": ("f16", "bf16"),
                "conv2d_halo_images_last": ("f16", "bf16"),
                "conv2d_halo_pool_stem": ("f16", "bf16"),
+               "conv2d_halo_one_stage": ("f16",), "conv2d_halo_one_stage_chunks2": ("f16",),
                "gemv_rows64_at_bound": ("f16",), "linear_rows64_over_bound": ("f16",)}
 
 
@@ -818,6 +819,17 @@ def issue5_cases():
                  p.tmp([280, 64, 1, 220]), [1, 1, 1, 0, 1, 1, 1])
         p.op(pw.Op.RELU, [c], p.out([280, 64, 1, 220]))
     yield "conv2d_halo_two_slots", -1.0, 1.0, build_halo_two_slots
+
+    # The streaming form with one halo stage: 200-wide rows make a strip's halo 79 KB, and
+    # two would leave fewer than 4 weight stages. Over 64 channels (one chunk a tile) it
+    # runs so; over 128 (two chunks) the kernel would wait for the halo it holds, so that
+    # conv stays on conv_wgmma. 72 channels out: one strip a block.
+    for name, c in (("conv2d_halo_one_stage", 64), ("conv2d_halo_one_stage_chunks2", 128)):
+        def build_one_stage(p, c=c):
+            p.op(pw.Op.CONV2D, [p.input([2, c, 21, 200]), p.const([72, c, 3, 3], 0.1),
+                                p.const([72], 0.2)],
+                 p.out([2, 72, 21, 200]), [1, 1, 1, 1, 1, 1, 1])
+        yield name, -1.0, 1.0, build_one_stage
 
     # The resident-weights form over resnet's stem read space-to-depth (16 channels: halo
     # rows of 32 bytes, one K step of 16 a tap): 300 images of 8 x 120, a strip of 4 output

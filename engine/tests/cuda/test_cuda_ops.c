@@ -366,6 +366,8 @@ static const struct {
      * REDUCEs (66 tiles: the wgmma kernels only). */
     {"conv2d_halo_images_last_", 1, 0, 1, 1, 1, 1, true, 0},
     {"conv2d_halo_images_nchw_", 1, 0, 1, 1, 1, 0, true, 0},
+    /* One halo stage: on the halo kernel over one chunk, on conv_wgmma over two (kHalo). */
+    {"conv2d_halo_one_stage_", 1, 0, 0, 0, 1, 0, true, 0},
 };
 
 /* CONV2D cases on the halo kernel (conv_halo.cu) where the executor takes it, how many of
@@ -388,6 +390,10 @@ static const struct {
     {"conv2d_halo_chunks_", 1, 0, 0},
     {"conv2d_halo_units_", 2, 1, 0},
     {"conv2d_halo_two_slots_", 1, 1, 0},
+    /* One halo stage over one chunk; over two it stays on conv_wgmma (the last match
+     * counts). */
+    {"conv2d_halo_one_stage_", 1, 0, 0},
+    {"conv2d_halo_one_stage_chunks2_", 0, 0, 0},
     {"conv2d_halo_stem_", 2, 1, 1},
     {"conv2d_halo_images_", 1, 0, 1},
     {"conv2d_halo_pool_stem_", 1, 1, 0},
