@@ -2805,11 +2805,13 @@ static bool conv_igemm_fits(const ember_plan* plan, const ember_op_desc* op,
   const int64_t reach_h = (shape->kh - 1) * shape->dil_h, reach_w = (shape->kw - 1) * shape->dil_w;
   const int64_t packed = shape->n * shape->h * shape->w * shape->cp;
   const int64_t rows = conv_igemm_k_stride(shape);
+  /* The tap table's element offsets are int32 (fill_conv_igemm_table): the farthest tap,
+   * past x's size where the padding exceeds the input, must fit too. */
   if (x->numel > (uint64_t)limit || y->numel > (uint64_t)limit || packed > limit ||
       rows * w->dims[0] > limit || shape->h + shape->pad_h >= EMBER_K_CONV_IGEMM_NO_TAP ||
       shape->w + shape->pad_w >= EMBER_K_CONV_IGEMM_NO_TAP ||
       reach_h >= EMBER_K_CONV_IGEMM_NO_TAP || reach_w >= EMBER_K_CONV_IGEMM_NO_TAP ||
-      rows > limit) {
+      rows > limit || (reach_h * shape->w + reach_w) * shape->cp > limit) {
     return false;
   }
   return conv_igemm_tiles(y) >= min_tiles;
