@@ -381,6 +381,7 @@ ONLY_DTYPES = {"sdpa_flash_encoder": ("f16",),
                "conv2d_halo_images_last": ("f16", "bf16"),
                "conv2d_halo_pool_stem": ("f16", "bf16"),
                "conv2d_halo_one_stage": ("f16",), "conv2d_halo_one_stage_chunks2": ("f16",),
+               "conv2d_halo_odd_strips": ("f16", "bf16"),
                "gemv_rows64_at_bound": ("f16",), "linear_rows64_over_bound": ("f16",)}
 
 
@@ -778,8 +779,8 @@ def issue5_cases():
 
     # CONV2D on the halo kernel (conv_halo.cu; where the executor takes the wgmma convs,
     # else the implicit-GEMM kernel): stride 1, channels a multiple of 64. A block of
-    # resnet18's first stage (64 channels at 56 x 56: two strips of 2 rows a block, N
-    # 128): the first conv's output stays channels last, the second writes the plan's
+    # resnet18's first stage (64 channels at 56 x 56: the resident-weights form, strips of
+    # 256): the first conv's output stays channels last, the second writes the plan's
     # output (NCHW) with the block's input added and the RELU; and two 64-channel chunks
     # (both halo stages) into 72 channels (a block's second 64 mostly empty) through a
     # 2 x 2 kernel with uneven padding, N 224, its output NCHW with a residual added.
@@ -791,6 +792,16 @@ def issue5_cases():
                  p.tmp([4, 72, 47, 44]), [1, 1, 1, 0, 1, 1, 1])
         p.op(pw.Op.ADD, [c, p.input([4, 72, 47, 44])], p.out([4, 72, 47, 44]))
     yield "conv2d_halo_chunks_residual", -1.0, 1.0, build_halo_chunks_residual
+
+    # The streaming form with two strips a block (64 channels out) and an odd number of
+    # strips: 81 rows of 100 in strips of 2 (N 224; strips of 256 would keep 78%, too few
+    # for the resident-weights form), so the last tile's second strip lies past the last
+    # image and its halo copy is wholly outside x (zeros, its bytes still counted).
+    def build_halo_odd_strips(p):
+        p.op(pw.Op.CONV2D, [p.input([1, 64, 81, 100]), p.const([64, 64, 3, 3], 0.1),
+                            p.const([64], 0.2)],
+             p.out([1, 64, 81, 100]), [1, 1, 1, 1, 1, 1, 1])
+    yield "conv2d_halo_odd_strips", -1.0, 1.0, build_halo_odd_strips
 
     # More strips than two a block on a GPU of up to 139 SMs (the H200 has 132), so that
     # both consumers take several in turn and every ring wraps: 280 images of one 220-wide

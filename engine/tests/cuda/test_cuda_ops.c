@@ -366,6 +366,7 @@ static const struct {
      * REDUCEs (66 tiles: the wgmma kernels only). */
     {"conv2d_halo_images_last_", 1, 0, 1, 1, 1, 1, true, 0},
     {"conv2d_halo_images_nchw_", 1, 0, 1, 1, 1, 0, true, 0},
+    {"conv2d_halo_odd_strips_", 1, 0, 0, 0, 1, 0, true, 0},
     /* One halo stage: on the halo kernel over one chunk, on conv_wgmma over two (kHalo). */
     {"conv2d_halo_one_stage_", 1, 0, 0, 0, 1, 0, true, 0},
 };
@@ -380,14 +381,17 @@ static const struct {
  * of the GPU, its output channels last (igemm_stem, 81 strips, is the control: it stays
  * on conv_wgmma), and the 1x1 conv after its pool, two 2 x 30 images a strip; 7 x 7
  * images two a strip of N 144, the output NCHW or channels last (every other halo conv
- * is the control for stacking: strips of rows); and a 16-channel stem of resnet's width
- * whose epilogue takes the max pool (its 1x1 conv after on conv_wgmma: 16 channels). */
+ * is the control for stacking: strips of rows); a 16-channel stem of resnet's width
+ * whose epilogue takes the max pool (its 1x1 conv after on conv_wgmma: 16 channels); an
+ * odd number of strips two a block (the last copy wholly outside x); and one halo stage
+ * over one chunk (over two: conv_wgmma). */
 static const struct {
   const char* prefix;
   uint32_t conv_halos, conv_halo_units, conv_halo_stacked;
 } kHalo[] = {
     {"conv2d_halo_block_", 2, 2, 0},
     {"conv2d_halo_chunks_", 1, 0, 0},
+    {"conv2d_halo_odd_strips_", 1, 0, 0},
     {"conv2d_halo_units_", 2, 1, 0},
     {"conv2d_halo_two_slots_", 1, 1, 0},
     /* One halo stage over one chunk; over two it stays on conv_wgmma (the last match
