@@ -7,10 +7,11 @@
 // the dynamic symbol table.
 //
 // Rules kept throughout (contract 7): nothing throws (built with -fno-exceptions) or
-// aborts; every failure is an ExecuTorch Error with an ET_LOG(Error, ...) line naming the
-// cause; execute allocates nothing (its scratch arrays are sized once, in init).
+// aborts; every failure is an ExecuTorch Error with a logged line naming the cause
+// (log_error); execute allocates nothing (its scratch arrays are sized once, in init).
 
 #include <array>
+#include <cstdarg>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -57,6 +58,53 @@ constexpr const char kBackendName[] = "EmberBackend";
 // force an executor: "auto", "cpu" or "cuda".
 constexpr const char kExecutorKey[] = "executor";
 
+// ---- logging ------------------------------------------------------------------------
+
+// Every error line this delegate writes goes through here. ExecuTorch formats a log line
+// into a buffer of 256 bytes, and its Python bindings decode each line as UTF-8 and end
+// the process on a byte that is not (a plan's tensor name, a compile spec, or a character
+// cut at the buffer's end): so a message is written as printable ASCII, any other byte as
+// \xNN, in pieces that fit, each after the first marked as a continuation. No allocation:
+// execute logs too.
+constexpr size_t kLogPiece = 200;
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 1, 2)))
+#endif
+void log_error(const char* format, ...) {
+  char text[1024];
+  va_list args;
+  va_start(args, format);
+  const int length = std::vsnprintf(text, sizeof text, format, args);
+  va_end(args);
+  if (length < 0) return;
+  char escaped[4 * sizeof text];  // at most 4 characters a byte
+  size_t size = 0;
+  for (const char* c = text; *c != '\0'; ++c) {
+    const unsigned char byte = static_cast<unsigned char>(*c);
+    if (byte >= 0x20 && byte < 0x7f) {
+      escaped[size++] = static_cast<char>(byte);
+    } else {
+      size += static_cast<size_t>(
+          std::snprintf(escaped + size, sizeof escaped - size, "\\x%02x", byte));
+    }
+  }
+  size_t at = 0;
+  do {
+    size_t piece = size - at < kLogPiece ? size - at : kLogPiece;
+    // Cut after a space where one is near, so that no word is split.
+    for (size_t back = 0; at + piece < size && back < 40 && back + 1 < piece; ++back) {
+      if (escaped[at + piece - 1 - back] == ' ') {
+        piece -= back;
+        break;
+      }
+    }
+    ET_LOG(Error, "%s%.*s", at == 0 ? "" : "(continued) ", static_cast<int>(piece),
+           escaped + at);
+    at += piece;
+  } while (at < size);
+}
+
 // ---- conversions --------------------------------------------------------------------
 
 Error error_from_status_code(ember_status_code code) {
@@ -84,8 +132,8 @@ Error error_from_status_code(ember_status_code code) {
 Error consume_status(ember_status* status, const char* what) {
   const ember_status_code code = ember_status_code_of(status);
   const Error error = error_from_status_code(code);
-  ET_LOG(Error, "%s: %s failed (%s): %s", kBackendName, what, ember_status_code_name(code),
-         ember_status_message(status));
+  log_error("%s: %s failed (%s): %s", kBackendName, what, ember_status_code_name(code),
+            ember_status_message(status));
   ember_status_free(status);
   return error;
 }
@@ -225,8 +273,8 @@ Result<EmberHandle*> create_handle(MemoryAllocator* allocator, ember_program* pr
   HandleLayout layout{};
   if (__builtin_add_overflow(num_inputs, num_outputs, &num_tensors) ||
       !compute_handle_layout(num_tensors, num_outputs, &layout)) {
-    ET_LOG(Error, "%s: init failed: the plan's I/O counts (%zu inputs, %zu outputs) overflow",
-           kBackendName, num_inputs, num_outputs);
+    log_error("%s: init failed: the plan's I/O counts (%zu inputs, %zu outputs) overflow",
+              kBackendName, num_inputs, num_outputs);
     ember_program_destroy(program);
     return Error::InvalidProgram;
   }
@@ -240,8 +288,8 @@ Result<EmberHandle*> create_handle(MemoryAllocator* allocator, ember_program* pr
     heap_allocated = true;
   }
   if (memory == nullptr) {
-    ET_LOG(Error, "%s: init failed: could not allocate %zu bytes for the delegate handle",
-           kBackendName, layout.total);
+    log_error("%s: init failed: could not allocate %zu bytes for the delegate handle",
+              kBackendName, layout.total);
     ember_program_destroy(program);
     return Error::MemoryAllocationFailed;
   }
@@ -321,30 +369,30 @@ Error bind_argument(EmberHandle& handle, size_t i, EValue* value, const ember_te
   const ArgName name = arg_name(handle, i);
   const ember_tensor_info& info = handle.infos[i];
   if (value == nullptr || !value->isTensor()) {
-    ET_LOG(Error, "%s: %s %zu ('%s') is not a tensor (EValue tag %u)", kBackendName, name.kind,
-           name.index, info.name,
-           value == nullptr ? 0u : static_cast<unsigned>(value->tag));
+    log_error("%s: %s %zu ('%s') is not a tensor (EValue tag %u)", kBackendName, name.kind,
+              name.index, info.name,
+              value == nullptr ? 0u : static_cast<unsigned>(value->tag));
     return Error::InvalidArgument;
   }
   Tensor& tensor = value->toTensor();
 
   ember_dtype dtype{};
   if (!dtype_from_scalar_type(tensor.scalar_type(), &dtype)) {
-    ET_LOG(Error, "%s: %s %zu ('%s') has dtype %s, which Ember does not support", kBackendName,
-           name.kind, name.index, info.name, scalar_type_name(tensor.scalar_type()));
+    log_error("%s: %s %zu ('%s') has dtype %s, which Ember does not support", kBackendName,
+              name.kind, name.index, info.name, scalar_type_name(tensor.scalar_type()));
     return Error::InvalidArgument;
   }
   if (dtype != info.dtype) {
-    ET_LOG(Error, "%s: %s %zu ('%s') has dtype %s; the plan expects %s", kBackendName, name.kind,
-           name.index, info.name, scalar_type_name(tensor.scalar_type()),
-           ember_dtype_name(info.dtype));
+    log_error("%s: %s %zu ('%s') has dtype %s; the plan expects %s", kBackendName, name.kind,
+              name.index, info.name, scalar_type_name(tensor.scalar_type()),
+              ember_dtype_name(info.dtype));
     return Error::InvalidArgument;
   }
 
   const size_t rank = static_cast<size_t>(tensor.dim());
   if (rank != info.rank) {
-    ET_LOG(Error, "%s: %s %zu ('%s') has rank %zu; the plan expects rank %u", kBackendName,
-           name.kind, name.index, info.name, rank, static_cast<unsigned>(info.rank));
+    log_error("%s: %s %zu ('%s') has rank %zu; the plan expects rank %u", kBackendName,
+              name.kind, name.index, info.name, rank, static_cast<unsigned>(info.rank));
     return Error::InvalidArgument;
   }
 
@@ -371,10 +419,10 @@ Error bind_argument(EmberHandle& handle, size_t i, EValue* value, const ember_te
       char actual[8 * 24], expected[8 * 24];
       format_dims(actual_dims, rank, actual, sizeof actual);
       format_dims(want->dims, rank, expected, sizeof expected);
-      ET_LOG(Error,
-             "%s: output %zu ('%s') has shape [%s]; this run produces [%s] and the output "
-             "could not be resized to it (is its memory planned for the largest shape?)",
-             kBackendName, name.index, info.name, actual, expected);
+      log_error(
+          "%s: output %zu ('%s') has shape [%s]; this run produces [%s] and the output "
+          "could not be resized to it (is its memory planned for the largest shape?)",
+          kBackendName, name.index, info.name, actual, expected);
       return Error::InvalidArgument;
     }
   }
@@ -383,10 +431,10 @@ Error bind_argument(EmberHandle& handle, size_t i, EValue* value, const ember_te
   const auto dim_order = tensor.dim_order();
   for (size_t d = 0; d < dim_order.size(); ++d) {
     if (static_cast<size_t>(dim_order[d]) != d) {
-      ET_LOG(Error,
-             "%s: %s %zu ('%s') is not contiguous (dim order is permuted, e.g. channels-last); "
-             "Ember plans take dense row-major tensors",
-             kBackendName, name.kind, name.index, info.name);
+      log_error(
+          "%s: %s %zu ('%s') is not contiguous (dim order is permuted, e.g. channels-last); "
+          "Ember plans take dense row-major tensors",
+          kBackendName, name.kind, name.index, info.name);
       return Error::InvalidArgument;
     }
   }
@@ -395,19 +443,24 @@ Error bind_argument(EmberHandle& handle, size_t i, EValue* value, const ember_te
   // read it, and the CPU executor would crash on it.
   if (tensor.device_type() != executorch::aten::DeviceType::CPU &&
       handle.executor != EMBER_EXECUTOR_CUDA) {
-    ET_LOG(Error,
-           "%s: %s %zu ('%s') is in device memory, but this program runs on the %s executor, "
-           "which reads host memory only",
-           kBackendName, name.kind, name.index, info.name,
-           ember_executor_kind_name(handle.executor));
+    log_error(
+        "%s: %s %zu ('%s') is in device memory, but this program runs on the %s executor, "
+        "which reads host memory only",
+        kBackendName, name.kind, name.index, info.name,
+        ember_executor_kind_name(handle.executor));
     return Error::InvalidArgument;
   }
 
   void* data = tensor.mutable_data_ptr();
   const size_t nbytes = tensor.nbytes();
   if (data == nullptr && nbytes != 0) {
-    ET_LOG(Error, "%s: %s %zu ('%s') has no data (was the method input set?)", kBackendName,
-           name.kind, name.index, info.name);
+    const bool input = std::strcmp(name.kind, "input") == 0;
+    log_error("%s: %s %zu ('%s') has no data: %s", kBackendName, name.kind, name.index,
+              info.name,
+              input ? "set the method's inputs before executing it"
+              : "the program leaves its outputs unplanned (MemoryPlanningPass("
+              "alloc_graph_output=False)), so bind one before executing "
+              "(Module::set_output, Method::set_output_data_ptr)");
     return Error::InvalidArgument;
   }
 
@@ -450,7 +503,7 @@ Error bind_argument(EmberHandle& handle, size_t i, EValue* value, const ember_te
 //    GPU (or that holds et_copy operators) cannot load without it. Ember registers its own,
 //    on the engine's ember_device_* functions, from the static initializer and only when
 //    the slot is empty: a second registration aborts the process. It never aborts: every
-//    failure is an Error with an ET_LOG line.
+//    failure is an Error with a logged line (log_error).
 
 std::atomic<uint64_t> g_runs{0};
 std::atomic<uint64_t> g_bytes_host_to_device{0};
@@ -522,8 +575,8 @@ using executorch::runtime::etensor::DeviceType;
 Error allocator_error(ember_status* status, const char* what) {
   const ember_status_code code = ember_status_code_of(status);
   const Error error = error_from_status_code(code);
-  ET_LOG(Error, "%s: CUDA device allocator: %s failed (%s): %s", kBackendName, what,
-         ember_status_code_name(code), ember_status_message(status));
+  log_error("%s: CUDA device allocator: %s failed (%s): %s", kBackendName, what,
+            ember_status_code_name(code), ember_status_message(status));
   ember_status_free(status);
   return error;
 }
@@ -614,11 +667,11 @@ class EmberBackend final : public BackendInterface {
         continue;  // Keys this runtime does not know are left for newer ones.
       }
       if (!executor_from_spec(spec.value.buffer, spec.value.nbytes, &options.executor)) {
-        ET_LOG(Error,
-               "%s: init failed: compile spec '%s' has value '%.*s'; expected auto, cpu or cuda",
-               kBackendName, kExecutorKey,
-               static_cast<int>(spec.value.nbytes < 64 ? spec.value.nbytes : 64),
-               spec.value.buffer == nullptr ? "" : static_cast<const char*>(spec.value.buffer));
+        log_error(
+            "%s: init failed: compile spec '%s' has value '%.*s'; expected auto, cpu or cuda",
+            kBackendName, kExecutorKey,
+            static_cast<int>(spec.value.nbytes < 64 ? spec.value.nbytes : 64),
+            spec.value.buffer == nullptr ? "" : static_cast<const char*>(spec.value.buffer));
         return Error::InvalidArgument;
       }
     }
@@ -628,13 +681,13 @@ class EmberBackend final : public BackendInterface {
     if (runtime_executor.ok()) {
       const char* value = runtime_executor.get();
       if (!executor_from_spec(value, std::strlen(value), &options.executor)) {
-        ET_LOG(Error, "%s: init failed: runtime spec '%s' is '%s'; expected auto, cpu or cuda",
-               kBackendName, kExecutorKey, value);
+        log_error("%s: init failed: runtime spec '%s' is '%s'; expected auto, cpu or cuda",
+                  kBackendName, kExecutorKey, value);
         return Error::InvalidArgument;
       }
     } else if (runtime_executor.error() != Error::NotFound) {
-      ET_LOG(Error, "%s: init failed: runtime spec '%s' must be a string", kBackendName,
-             kExecutorKey);
+      log_error("%s: init failed: runtime spec '%s' must be a string", kBackendName,
+                kExecutorKey);
       return Error::InvalidArgument;
     }
 
@@ -642,8 +695,8 @@ class EmberBackend final : public BackendInterface {
     const Result<const void*> plan =
         processed == nullptr ? Result<const void*>(Error::InvalidProgram) : processed->data_safe();
     if (!plan.ok() || plan.get() == nullptr) {
-      ET_LOG(Error, "%s: init failed: the program carries no plan for this delegate",
-             kBackendName);
+      log_error("%s: init failed: the program carries no plan for this delegate",
+                kBackendName);
       return Error::InvalidProgram;
     }
 
@@ -655,8 +708,8 @@ class EmberBackend final : public BackendInterface {
       return consume_status(status, "init");
     }
     if (program == nullptr) {
-      ET_LOG(Error, "%s: init failed: the engine reported success but returned no program",
-             kBackendName);
+      log_error("%s: init failed: the engine reported success but returned no program",
+                kBackendName);
       return Error::Internal;
     }
 
@@ -670,24 +723,24 @@ class EmberBackend final : public BackendInterface {
   Error execute(BackendExecutionContext& /*context*/, DelegateHandle* raw_handle,
                 Span<EValue*> args) const override {
     if (raw_handle == nullptr) {
-      ET_LOG(Error, "%s: execute called with a null handle", kBackendName);
+      log_error("%s: execute called with a null handle", kBackendName);
       return Error::DelegateInvalidHandle;
     }
     EmberHandle& handle = *static_cast<EmberHandle*>(raw_handle);
     const size_t expected = handle.num_inputs + handle.num_outputs;
     if (args.size() != expected) {
-      ET_LOG(Error,
-             "%s: execute got %zu arguments; the plan takes %zu inputs and %zu outputs (%zu)",
-             kBackendName, args.size(), handle.num_inputs, handle.num_outputs, expected);
+      log_error(
+          "%s: execute got %zu arguments; the plan takes %zu inputs and %zu outputs (%zu)",
+          kBackendName, args.size(), handle.num_inputs, handle.num_outputs, expected);
       return Error::InvalidArgument;
     }
 
     bool was_busy = false;
     if (!handle.busy.compare_exchange_strong(was_busy, true, std::memory_order_acquire)) {
-      ET_LOG(Error,
-             "%s: execute called again on a method that is still executing; ExecuTorch "
-             "methods are not reentrant",
-             kBackendName);
+      log_error(
+          "%s: execute called again on a method that is still executing; ExecuTorch "
+          "methods are not reentrant",
+          kBackendName);
       return Error::InvalidState;
     }
 
@@ -747,8 +800,8 @@ Error register_ember_backend() {
   BackendInterface* backend = new (g_backend_storage) EmberBackend();
   const Error error = executorch::runtime::register_backend(Backend{kBackendName, backend});
   if (error != Error::Ok) {
-    ET_LOG(Error, "%s: registration with ExecuTorch failed: error 0x%x (%s)", kBackendName,
-           static_cast<unsigned>(error), executorch::runtime::to_string(error));
+    log_error("%s: registration with ExecuTorch failed: error 0x%x (%s)", kBackendName,
+              static_cast<unsigned>(error), executorch::runtime::to_string(error));
   }
   return error;
 }

@@ -85,3 +85,49 @@ def test_damaged_plan_is_an_error_not_a_crash(saved, tmp_path, name, offset, val
     # The delegate logs the engine's message naming the cause.
     assert "EmberBackend" in result.stderr + result.stdout
     assert fragment in (result.stderr + result.stdout)
+
+
+# ---- what the delegate logs reaches Python whole --------------------------------------
+#
+# ExecuTorch formats a log line into 256 bytes, and its Python bindings decode each line as
+# UTF-8 and end the process on a byte that is not. The delegate logs printable ASCII (other
+# bytes as \xNN) in pieces: a compile spec's raw bytes, or a character cut by the
+# message's cap on how much of the value it quotes, are an error, not an abort.
+
+
+@pytest.mark.parametrize("value,shown", [
+    (b"gpu", "has value 'gpu'"),  # the control: printable
+    (b"\xff", "has value '\\xff'"),
+    (("x" * 63 + "\u00fc").encode(), "has value '" + "x" * 63 + "\\xc3'"),
+], ids=["printable", "not_utf8", "cut_character"])
+def test_compile_spec_bytes_are_an_error_not_a_crash(tmp_path, value, shown):
+    from executorch.exir.backend.compile_spec_schema import CompileSpec
+
+    path = tmp_path / "spec.pte"
+    ember.save(torch.nn.Linear(8, 4).eval(), path, example_inputs=(torch.randn(2, 8),),
+               compile_specs=[CompileSpec("executor", value)])
+    result = subprocess.run([sys.executable, "-c", LOAD, str(path)], capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 3, (result.returncode, result.stdout, result.stderr)
+    assert shown in result.stderr, result.stderr
+
+
+def test_a_long_message_is_logged_to_its_end(tmp_path):
+    # A dynamic batch out of its bounds, its input named with 150 characters: the engine's
+    # message passes 256 bytes, and its end (what the plan expects) still reaches stderr.
+    name = "pixel_values_" + "a" * 137
+    namespace = {}
+    exec(f"def forward(self, {name}):\n    return torch.relu({name})", {"torch": torch},
+         namespace)
+    model = type("M", (torch.nn.Module,), {"forward": namespace["forward"]})()
+    batch = torch.export.Dim("batch", min=2, max=8)
+    exported = torch.export.export(model, (torch.randn(4, 8),), dynamic_shapes=({0: batch},))
+    path = tmp_path / "long.pte"
+    ember.save(exported, path)
+    script = LOAD.replace("torch.ones(2, 8)", "torch.ones(1, 8)")
+    result = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 3, (result.returncode, result.stdout, result.stderr)
+    assert "input 0 ('pixel_values_aaa" in result.stderr, result.stderr
+    assert "(continued)" in result.stderr, result.stderr
+    assert "the plan expects [s0, 8]" in result.stderr.replace("\n", " "), result.stderr
