@@ -304,6 +304,37 @@ static ember_status* read_symbols(const uint8_t* bytes, const plan_header* heade
   return NULL;
 }
 
+/* The length of the valid UTF-8 prefix of bytes[0, length): the whole length when it is
+ * all UTF-8 (no overlong forms, surrogates or code points past U+10FFFF). */
+static size_t utf8_valid_prefix(const uint8_t* bytes, size_t length) {
+  size_t i = 0;
+  while (i < length) {
+    const uint8_t b = bytes[i];
+    size_t extra;
+    uint32_t min, code;
+    if (b < 0x80) {
+      ++i;
+      continue;
+    } else if ((b & 0xe0) == 0xc0) {
+      extra = 1, min = 0x80, code = b & 0x1fu;
+    } else if ((b & 0xf0) == 0xe0) {
+      extra = 2, min = 0x800, code = b & 0x0fu;
+    } else if ((b & 0xf8) == 0xf0) {
+      extra = 3, min = 0x10000, code = b & 0x07u;
+    } else {
+      return i;
+    }
+    if (length - i <= extra) return i;
+    for (size_t k = 1; k <= extra; ++k) {
+      if ((bytes[i + k] & 0xc0) != 0x80) return i;
+      code = code << 6 | (bytes[i + k] & 0x3fu);
+    }
+    if (code < min || code > 0x10ffff || (code >= 0xd800 && code <= 0xdfff)) return i;
+    i += extra + 1;
+  }
+  return i;
+}
+
 /* Checks the name slice of tensor `index` and adds its length + 1 to *names_size. */
 static ember_status* check_tensor_name(const uint8_t* bytes, const plan_header* header,
                                        uint32_t index, const uint8_t* record,
@@ -326,6 +357,13 @@ static ember_status* check_tensor_name(const uint8_t* bytes, const plan_header* 
   if (nul != NULL) {
     return EMBER_PLAN_ERROR("tensor %" PRIu32 ": name contains a NUL byte at position %td",
                             index, (const uint8_t*)nul - name);
+  }
+  /* Names reach messages and logs, whose readers (ExecuTorch's Python bindings) decode
+   * UTF-8. */
+  const size_t valid = utf8_valid_prefix(name, name_length);
+  if (valid != name_length) {
+    return EMBER_PLAN_ERROR("tensor %" PRIu32 ": name is not UTF-8 (byte %zu of %" PRIu32 ")",
+                            index, valid, name_length);
   }
   if (!ember_checked_add_u64(*names_size, (uint64_t)name_length + 1u, names_size)) {
     return EMBER_PLAN_ERROR("tensor %" PRIu32 ": total name length overflows", index);

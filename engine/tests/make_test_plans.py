@@ -831,7 +831,9 @@ def case_mlp(dtype=None):
     b1 = g.const([16], name="fc1.bias")
     w2 = g.const([16, 8], -0.5, 0.5, name="fc2.weight")  # layout 1: [K, N]
     h = g.linear(x, w1, b1, 0, name="fc1")
-    a = g.unary(pw.Op.GELU, h, 1, name="act")
+    # A name of 2-, 3- and 4-byte UTF-8 characters: the control for the reader's check
+    # (name_not_utf8 below).
+    a = g.unary(pw.Op.GELU, h, 1, name="act_\u00fc\u20ac\U0001d6d1")
     o = g.linear(a, w2, None, 1, name="fc2")
     r = g.binary(pw.Op.ADD, o, x, name="residual")
     lw = g.const([8], 0.5, 1.5, name="ln.weight")
@@ -1519,6 +1521,12 @@ def malformed_cases():
     add("name_length_too_long", a().tensor(0, "name_length", 300), "name_length 300")
     add("name_with_nul", a().set(strings_off + a().tensor(3, "name_offset"), "B", 0),
         "name contains a NUL byte at position 0")
+    # Bytes that are not UTF-8 (a stray 0xff; an overlong '/'): names reach logs that
+    # decode UTF-8, so the reader refuses them (a valid two-byte 'ü' is the control below).
+    add("name_not_utf8", a().set(strings_off + a().tensor(3, "name_offset"), "B", 0xFF),
+        "name is not UTF-8 (byte 0 of")
+    add("name_overlong_utf8", a().set(strings_off + a().tensor(3, "name_offset"), "H",
+                                      0xAFC0), "name is not UTF-8 (byte 0 of")
     add("bad_dtype", a().tensor(0, "dtype", 9), "dtype 9 is not a dtype code")
     add("bad_dtype_zero", a().tensor(0, "dtype", 0), "dtype 0 is not a dtype code")
     add("bad_storage", a().tensor(0, "storage", 7), "storage 7 is not a storage code")
