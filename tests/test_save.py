@@ -273,6 +273,29 @@ def test_runtime_matches_eager(make, dtype, tmp_path):
         torch.testing.assert_close(g, e, atol=atol, rtol=rtol)
 
 
+def test_dynamic_batch_from_one_runs_at_one(tmp_path):
+    # torch.export traces a dynamic dim as if it were at least 2, and the edge program
+    # ExecuTorch lowers says 2 where the user's Dim said 1; ember.save passes the exported
+    # program's bound, so a batch of 1 runs (as it does on ExecuTorch's own kernels).
+    runtime = _runtime_or_skip()
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 4), nn.ReLU()).eval()
+    for low in (1, 2):
+        batch = torch.export.Dim("batch", min=low, max=16)
+        exported = torch.export.export(model, (torch.randn(4, 8),), dynamic_shapes=({0: batch},))
+        path = ember.save(exported, tmp_path / f"min{low}.pte")
+        method = runtime.load_program(Path(path)).load_method("forward")
+        for size in (2, 16):
+            x = torch.randn(size, 8)
+            torch.testing.assert_close(method.execute([x])[0], model(x))
+        x = torch.randn(1, 8)
+        if low == 1:
+            torch.testing.assert_close(method.execute([x])[0], model(x))
+        else:  # the control: a bound the user set at 2 stays
+            with pytest.raises(RuntimeError):
+                method.execute([x])
+
+
 def test_runtime_runs_a_program_that_mutates_a_buffer(tmp_path):
     runtime = _runtime_or_skip()
     torch.manual_seed(0)

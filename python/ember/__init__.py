@@ -146,7 +146,17 @@ def _lower(model, example_inputs, compile_specs, skip_ops, extra_partitioners,
             f"{type(model).__name__}"
         )
 
-    partitioners = [EmberPartitioner(compile_specs=compile_specs, skip_ops=skip_ops)]
+    # The exported program's lower bounds of its dynamic dims, which the edge program
+    # raises from 1 to 2 (lowering.py _Lowerer._lower_bound).
+    from executorch.exir.backend.compile_spec_schema import CompileSpec
+
+    from .lowering import SYMBOL_LOWER_BOUNDS_KEY, symbol_lower_bounds_value
+
+    specs = list(compile_specs or [])
+    bounds = symbol_lower_bounds_value(exported)
+    if bounds is not None:
+        specs.append(CompileSpec(SYMBOL_LOWER_BOUNDS_KEY, bounds))
+    partitioners = [EmberPartitioner(compile_specs=specs, skip_ops=skip_ops)]
     partitioners += list(extra_partitioners)
     edge = to_edge_transform_and_lower(exported, partitioner=partitioners)
     return edge.to_executorch(executorch_backend_config)

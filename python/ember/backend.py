@@ -17,7 +17,7 @@ from executorch.exir.backend.backend_details import BackendDetails, PreprocessRe
 from executorch.exir.backend.compile_spec_schema import CompileSpec
 from torch.export import ExportedProgram
 
-from .lowering import lower_to_plan
+from .lowering import SYMBOL_LOWER_BOUNDS_KEY, lower_to_plan, parse_symbol_lower_bounds
 
 BACKEND_ID = "EmberBackend"
 
@@ -29,7 +29,11 @@ class EmberBackend(BackendDetails):
         edge_program: ExportedProgram,
         compile_specs: List[CompileSpec],
     ) -> PreprocessResult:
-        return PreprocessResult(processed_bytes=lower_to_plan(edge_program))
+        lower_bounds = {}
+        for spec in compile_specs:
+            if spec.key == SYMBOL_LOWER_BOUNDS_KEY:
+                lower_bounds.update(parse_symbol_lower_bounds(spec.value))
+        return PreprocessResult(processed_bytes=lower_to_plan(edge_program, lower_bounds))
 
 
 assert EmberBackend.__name__ == BACKEND_ID  # ExecuTorch looks the backend up by class name

@@ -1097,9 +1097,39 @@ for _name in ("aten.full.default", "aten.arange.start_step", "aten.arange.defaul
 # Lowering.
 
 
+# The compile spec through which ember.save hands the lowering the exported program's own
+# lower bounds of its dynamic dims ("s77=1;s12=1": symbol names, as in range_constraints).
+SYMBOL_LOWER_BOUNDS_KEY = "symbol_lower_bounds"
+
+
+def symbol_lower_bounds_value(ep: ExportedProgram) -> Optional[bytes]:
+    """The symbol_lower_bounds spec's value for an exported program: its symbols whose
+    lower bound is below 2 (the ones the edge program raises), or None if there are none."""
+    bounds = []
+    for symbol, ranges in ep.range_constraints.items():
+        try:
+            low = int(ranges.lower)
+        except (TypeError, ValueError, OverflowError):
+            continue
+        if low < 2:
+            bounds.append(f"{symbol}={low}")
+    return ";".join(bounds).encode() if bounds else None
+
+
+def parse_symbol_lower_bounds(value: bytes) -> Dict[str, int]:
+    bounds = {}
+    for item in bytes(value).decode(errors="replace").split(";"):
+        name, _, low = item.partition("=")
+        if name and low.lstrip("-").isdigit():
+            bounds[name] = int(low)
+    return bounds
+
+
 class _Lowerer:
-    def __init__(self, ep: ExportedProgram) -> None:
+    def __init__(self, ep: ExportedProgram,
+                 lower_bounds: Optional[Dict[str, int]] = None) -> None:
         self.ep = ep
+        self.lower_bounds = dict(lower_bounds or {})
         self.ctx = GraphContext(ep)
         self.w = PlanWriter()
         self.tensors: Dict[Node, int] = {}        # node -> plan tensor holding its value
@@ -1133,10 +1163,19 @@ class _Lowerer:
                 raise EmberLoweringError(f"dim {d} is not c * s with finite bounds")
             coefficient, symbol, low, high = bounds
             if symbol not in self.symbols:
-                self.symbols[symbol] = self.w.add_symbol(low, high)
+                self.symbols[symbol] = self.w.add_symbol(self._lower_bound(symbol, low), high)
             dims.append(coefficient * high)
             syms.append(self.symbols[symbol])
         return dims, syms
+
+    def _lower_bound(self, symbol, low: int) -> int:
+        """torch.export traces a dynamic dim as if it were at least 2 (sizes 0 and 1
+        specialize), and the edge program ExecuTorch lowers carries that raised bound even
+        where the user's Dim allowed 1: a batch of 1 would be refused at run time, though
+        the exported program and ExecuTorch's own kernels take it. A bound of 2 goes back
+        to the exported program's (lower_bounds, from ember.save), never below 1."""
+        user = self.lower_bounds.get(str(symbol))
+        return max(1, user) if low == 2 and user is not None and user < 2 else low
 
     def constant_value(self, node: Node) -> Any:
         value = self.values.get(node)
@@ -1791,7 +1830,10 @@ def unsupported_reason(node: Node, ctx: GraphContext) -> Optional[str]:
         return f"{name}: unexpected arguments ({type(e).__name__}: {e})"
 
 
-def lower_to_plan(edge_program: ExportedProgram) -> bytes:
+def lower_to_plan(edge_program: ExportedProgram,
+                  lower_bounds: Optional[Dict[str, int]] = None) -> bytes:
     """Lower an edge-dialect subgraph (what ExecuTorch hands EmberBackend.preprocess) to
-    plan bytes. Raises EmberLoweringError naming the node it cannot lower."""
-    return _Lowerer(edge_program).run()
+    plan bytes; lower_bounds: the exported program's lower bounds of dynamic dims below 2,
+    by symbol name (_Lowerer._lower_bound). Raises EmberLoweringError naming the node it
+    cannot lower."""
+    return _Lowerer(edge_program, lower_bounds).run()
