@@ -59,7 +59,9 @@ static ember_status* cpu_executor_allocate(const ember_plan* plan,
         !ember_u64_to_size(rounded, &size) ||
         (executor->arena = aligned_alloc(EMBER_DATA_ALIGNMENT, size)) == NULL) {
       return ember_status_make(EMBER_OUT_OF_MEMORY, "cpu executor: cannot allocate the arena "
-                               "(arena_size %" PRIu64 " bytes)", plan->arena_size);
+                               "(arena_size %" PRIu64 " bytes); free host memory, or export "
+                               "the model at a smaller batch or dynamic bound",
+                               plan->arena_size);
     }
   }
   executor->tensor_data = calloc(plan->num_tensors, sizeof(void*));

@@ -121,7 +121,8 @@ ember_status* ember_cpu_embedding(const ember_cpu_op_args* args) {
     if (index < 0 || index >= rows) {
       return ember_status_make(EMBER_INVALID_ARGUMENT, "op %" PRIu32 " (EMBEDDING): index %"
                                PRId64 " at position %zu of '%s' is out of range for the %"
-                               PRId64 " rows of '%s'",
+                               PRId64 " rows of '%s'; indices must be in 0..rows-1, as "
+                               "torch.nn.functional.embedding requires",
                                args->op_index, index, i, indices->name, rows, w->name);
     }
     if (row != 0) memcpy(y_data + i * row, w_data + (size_t)index * row, row);

@@ -3976,7 +3976,8 @@ static ember_status* embedding_check_end(const ember_cuda_executor* executor) {
   const ember_tensor_desc* w = ember_plan_op_input_tensor(plan, op, 0);
   return ember_status_make(EMBER_INVALID_ARGUMENT, "op %" PRIu32 " (EMBEDDING): the index at "
                            "position %" PRIu64 " of '%s' is out of range for the %" PRId64
-                           " rows of '%s'",
+                           " rows of '%s'; indices must be in 0..rows-1, as "
+                           "torch.nn.functional.embedding requires",
                            op_index, position, ember_plan_op_input_tensor(plan, op, 1)->name,
                            w->dims[0], w->name);
 }
