@@ -327,6 +327,18 @@ def test_casts(runtime, tmp_path):
     check(runtime, tmp_path, Fn(fn), [x, x.half()], tol=(0, 0))
 
 
+def test_integer_to_float_casts_round_once(runtime, tmp_path):
+    # An int64 past 2^53 goes to float32 rounded once, and a 16-bit float from that float32,
+    # as PyTorch converts it (through double it was rounded twice, one ulp off).
+    i = torch.tensor([2**60 + 2**36 + 1, -(2**62 + 2**38 + 3), 2**53 + 1, 2**24 + 1, 7, -3],
+                     dtype=torch.int64)
+
+    def fn(m, i):
+        return (i.float(), i.half(), i.to(torch.bfloat16))
+
+    check(runtime, tmp_path, Fn(fn), [i], tol=(0, 0))
+
+
 # ---- attention -----------------------------------------------------------------------------
 
 

@@ -185,9 +185,16 @@ void ember_cpu_cast(const ember_cpu_op_args* args) {
   if (count == 0) return;
   if (x->dtype == y->dtype) {
     memcpy(y_data, x_data, y->nbytes);
-  } else if (is_float(y->dtype)) {
+  } else if (is_float(y->dtype) && is_float(x->dtype)) {
     for (size_t i = 0; i < count; ++i) {
       ember_cpu_store(y_data, y->dtype, i, ember_cpu_load(x_data, x->dtype, i));
+    }
+  } else if (is_float(y->dtype)) {
+    /* An integer to float32 rounded once, as PyTorch converts it (and a 16-bit float from
+     * that float32, as PyTorch does too): through double, an int64 past 2^53 was rounded
+     * twice, one ulp off. */
+    for (size_t i = 0; i < count; ++i) {
+      ember_cpu_store(y_data, y->dtype, i, (double)(float)ember_cpu_load_int(x_data, x->dtype, i));
     }
   } else if (y->dtype == EMBER_DTYPE_BOOL && is_float(x->dtype)) {
     for (size_t i = 0; i < count; ++i) {

@@ -78,7 +78,9 @@ __device__ void cast(const ember_k_cast_params& p) {
   const int xd = p.x_dtype, yd = p.y_dtype;
   for (int64_t i = global_thread(); i < count; i += global_stride()) {
     if (is_float_code(yd)) {
-      const double v = is_float_code(xd) ? load_float(p.x, xd, i) : (double)load_int(p.x, xd, i);
+      /* An integer to float32 rounded once, as PyTorch (and the CPU executor) do. */
+      const double v =
+          is_float_code(xd) ? load_float(p.x, xd, i) : (double)(float)load_int(p.x, xd, i);
       store_float(p.y, yd, i, v);
     } else if (is_float_code(xd)) {
       const double v = load_float(p.x, xd, i);
