@@ -327,6 +327,13 @@ def test_casts(runtime, tmp_path):
     check(runtime, tmp_path, Fn(fn), [x, x.half()], tol=(0, 0))
 
 
+def test_a_parameter_read_by_ember_and_returned(runtime, tmp_path):
+    # The delegate takes the parameter as an input rather than a constant it owns: tagged
+    # as the delegate's, ExecuTorch refused it for its other user, the graph's output.
+    fn = Fn(lambda m, x: (x + m.pe, m.pe, torch.relu(x * m.pe)), pe=randn(4, 3, seed=5))
+    check(runtime, tmp_path, fn, [randn(2, 4, 3)])
+
+
 def test_integer_to_float_casts_round_once(runtime, tmp_path):
     # An int64 past 2^53 goes to float32 rounded once, and a 16-bit float from that float32,
     # as PyTorch converts it (through double it was rounded twice, one ulp off).

@@ -124,6 +124,17 @@ def _boundary_problem(partition: Partition, ctx: GraphContext) -> Optional[str]:
     return None
 
 
+def _untag_returned_constants(ep: ExportedProgram) -> None:
+    """A parameter or buffer that the program also returns stays out of Ember's partitions:
+    tag_constant_data gives a constant the tag of the delegate that reads it, and
+    ExecuTorch then refused a tagged constant with an untagged user, the graph's output
+    (`return x + self.pe, self.pe`). Untagged, the delegate takes it as an input."""
+    for node in ep.graph.nodes:
+        if node.op == "placeholder" and "delegation_tag" in node.meta and any(
+                user.op == "output" for user in node.users):
+            del node.meta["delegation_tag"]
+
+
 class EmberPartitioner(Partitioner):
     """Partitions an edge program for EmberBackend.
 
@@ -188,6 +199,7 @@ class EmberPartitioner(Partitioner):
             partition_tags[tag] = self.delegation_spec
 
         tag_constant_data(exported_program)
+        _untag_returned_constants(exported_program)
         return PartitionResult(
             tagged_exported_program=exported_program, partition_tags=partition_tags
         )
