@@ -1117,6 +1117,7 @@ def symbol_lower_bounds_value(ep: ExportedProgram) -> Optional[bytes]:
 
 
 def parse_symbol_lower_bounds(value: bytes) -> Dict[str, int]:
+    """The symbol_lower_bounds spec's value back as {symbol name: lower bound}."""
     bounds = {}
     for item in bytes(value).decode(errors="replace").split(";"):
         name, _, low = item.partition("=")
