@@ -258,6 +258,23 @@ def test_batch_norm_without_a_convolution(runtime, tmp_path):
     check(runtime, tmp_path, module, [randn(2, 4, 3, 3), randn(5, 3, 6, seed=1)])
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["f16", "bf16"])
+def test_batch_norm_in_16_bits_computes_in_float32(runtime, tmp_path, dtype):
+    # A running mean far from 0 against x's spread: PyTorch computes x * scale + shift in
+    # float32 and rounds once; in the 16-bit dtype the rounded scale, shift and product
+    # were tens of ulps off (0.049 in float16 here).
+    bn = nn.BatchNorm2d(4)
+    g = torch.Generator().manual_seed(0)
+    bn.running_mean.copy_(100.0 + torch.rand(4, generator=g))
+    bn.running_var.copy_(2.0 + torch.rand(4, generator=g))
+    bn.weight.data.copy_(0.5 + torch.rand(4, generator=g))
+    bn.bias.data.copy_(torch.rand(4, generator=g) - 0.5)
+    module = Fn(lambda m, x: m.bn(torch.relu(x)))
+    module.bn = bn
+    x = 100.0 + randn(2, 4, 3, 3)
+    check(runtime, tmp_path, module.to(dtype), [x.to(dtype)], dtype)
+
+
 @pytest.mark.parametrize("dtype", FLOATS, ids=FLOAT_IDS)
 def test_pools(runtime, tmp_path, dtype):
     x = randn(2, 3, 9, 7, dtype=dtype)

@@ -1623,18 +1623,31 @@ def _lower_convolution(lw: _Lowerer, node: Node) -> None:
 
 def _lower_batch_norm(lw: _Lowerer, node: Node) -> None:
     """An inference batch norm that did not fold into a convolution: x * scale + shift,
-    per channel (dim 1)."""
+    per channel (dim 1). In float32 for a 16-bit x, cast back at the end, as PyTorch
+    computes it: with scale, shift and the product each rounded to float16, the result was
+    tens of ulps off where the running mean is large against x's spread."""
     x = node.args[0]
     result_node = _first_result(node)
     dtype = _out_dtype(result_node)
+    wide = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
     scale, shift = _batch_norm_scale_shift(lw, node)
     rank = _val(x).dim()
     shape = [-1] + [1] * (rank - 2)
-    s = lw.add_constant(scale.reshape(shape), dtype, f"{node.name}_scale")
-    t = lw.add_constant(shift.reshape(shape), dtype, f"{node.name}_shift")
-    scaled = lw.intermediate(f"{node.name}_scaled", dtype, _val(result_node))
-    lw.w.add_op(Op.MUL, [lw.operand(x, dtype), s], [scaled])
-    lw.w.add_op(Op.ADD, [scaled, t], [lw.result(result_node)])
+    s = lw.add_constant(scale.reshape(shape), wide, f"{node.name}_scale")
+    t = lw.add_constant(shift.reshape(shape), wide, f"{node.name}_shift")
+    xi = lw.operand(x, dtype)
+    if wide is not dtype:
+        xw = lw.intermediate(f"{node.name}_x", wide, _val(result_node))
+        lw.w.add_op(Op.CAST, [xi], [xw])
+        xi = xw
+    scaled = lw.intermediate(f"{node.name}_scaled", wide, _val(result_node))
+    lw.w.add_op(Op.MUL, [xi, s], [scaled])
+    if wide is dtype:
+        lw.w.add_op(Op.ADD, [scaled, t], [lw.result(result_node)])
+    else:
+        shifted = lw.intermediate(f"{node.name}_shifted", wide, _val(result_node))
+        lw.w.add_op(Op.ADD, [scaled, t], [shifted])
+        lw.w.add_op(Op.CAST, [shifted], [lw.result(result_node)])
     lw.done.add(node)
 
 
