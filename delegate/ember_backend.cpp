@@ -454,13 +454,13 @@ Error bind_argument(EmberHandle& handle, size_t i, EValue* value, const ember_te
   void* data = tensor.mutable_data_ptr();
   const size_t nbytes = tensor.nbytes();
   if (data == nullptr && nbytes != 0) {
-    const bool input = std::strcmp(name.kind, "input") == 0;
     log_error("%s: %s %zu ('%s') has no data: %s", kBackendName, name.kind, name.index,
               info.name,
-              input ? "set the method's inputs before executing it"
-              : "the program leaves its outputs unplanned (MemoryPlanningPass("
-              "alloc_graph_output=False)), so bind one before executing "
-              "(Module::set_output, Method::set_output_data_ptr)");
+              i < handle.num_inputs
+                  ? "set the method's inputs before executing it"
+                  : "the program leaves its outputs unplanned (MemoryPlanningPass("
+                    "alloc_graph_output=False)), so bind one before executing "
+                    "(Module::set_output, Method::set_output_data_ptr)");
     return Error::InvalidArgument;
   }
 
