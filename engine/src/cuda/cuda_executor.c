@@ -237,7 +237,7 @@ static ember_status* allocate(ember_cuda_executor* executor, size_t bytes, const
 static uint64_t ceil_div_u64(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
 
 static unsigned int grid_for_elements(const ember_cuda_executor* executor, uint64_t count) {
-  uint64_t blocks = (count + EMBER_K_BLOCK - 1) / EMBER_K_BLOCK;
+  uint64_t blocks = ceil_div_u64(count, EMBER_K_BLOCK);
   const uint64_t cap = (uint64_t)executor->sm_count * 8u;
   if (blocks > cap) blocks = cap;
   return blocks == 0 ? 1u : (unsigned int)blocks;
