@@ -51,6 +51,7 @@ static void settings_read(void) {
   read_flag("EMBER_CUDA_CONV_NHWC_GEMM", &settings.cuda_conv_nhwc_gemm);
   read_flag("EMBER_CUDA_CONV_FOLD", &settings.cuda_conv_fold);
   read_flag("EMBER_CUDA_CONV_HALO", &settings.cuda_conv_halo);
+  read_flag("EMBER_CUDA_PDL", &settings.cuda_pdl);
   read_flag("EMBER_CUDA_PROFILE", &settings.cuda_profile);
 }
 

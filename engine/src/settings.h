@@ -28,6 +28,13 @@
  *   EMBER_CUDA_CONV_HALO=0|1       0: stride-1 convs of 64·k channels stay on the wgmma
  *                                  implicit GEMM rather than the halo kernel (default 1).
  *                                  For measurement.
+ *   EMBER_CUDA_PDL=0|1             1: on a GPU of compute capability 9.0 or newer, each
+ *                                  kernel step that follows a kernel step in the graph
+ *                                  is launched under programmatic dependent launch: it
+ *                                  is scheduled while the one before drains and waits
+ *                                  (griddepcontrol.wait) for its results before it reads
+ *                                  or writes memory (default 0 until the H200 has
+ *                                  measured it).
  *   EMBER_CUDA_PROFILE=0|1         1: the CUDA executor times each step of every run with
  *                                  CUDA events (steps launched one by one, no graph) and
  *                                  prints where the time went to stderr when the program
@@ -51,6 +58,7 @@ typedef struct ember_settings {
   bool cuda_conv_nhwc_gemm;
   bool cuda_conv_fold;
   bool cuda_conv_halo;
+  bool cuda_pdl;
   bool cuda_profile;
   /* Non-empty when a variable holds a value that means nothing: the error to report. */
   char invalid_message[160];

@@ -49,6 +49,7 @@
   X(cuGraphDestroy)                         \
   X(cuGraphAddKernelNode)                   \
   X(cuGraphAddChildGraphNode)               \
+  X(cuGraphAddDependencies)                 \
   X(cuGraphInstantiateWithFlags)            \
   X(cuGraphExecDestroy)                     \
   X(cuGraphExecKernelNodeSetParams)         \

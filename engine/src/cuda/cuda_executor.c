@@ -178,6 +178,10 @@ typedef struct ember_cuda_executor {
   bool use_graph;
   CUgraph graph;
   CUgraphExec graph_exec;
+  /* EMBER_CUDA_PDL on a GPU of compute capability 9.0 or newer: kernel-to-kernel edges
+   * of the graph are programmatic (settings.h); how many the graph has. */
+  bool use_pdl;
+  uint32_t programmatic_edges;
 
   /* EMBER_CUDA_PROFILE=1: per-step times of every run (then no graph), reported at
    * destroy. NULL otherwise. */
@@ -4272,15 +4276,22 @@ static void destroy_graph(ember_cuda_executor* executor) {
   executor->graph = NULL;
 }
 
-/* One graph of all steps, in a chain, with the current addresses; then instantiated. */
+/* One graph of all steps, in a chain, with the current addresses; then instantiated.
+ * Under PDL (use_pdl) an edge from a kernel to a kernel is programmatic: the second may
+ * be scheduled as the first drains, and waits in begin_after_previous_grid() for its
+ * results. An edge to or from a GEMM's child graph (cuBLASLt's kernels, which do not
+ * wait) stays a full dependency. */
 static ember_status* build_graph(ember_cuda_executor* executor) {
   const ember_cuda_driver* driver = executor->driver;
   destroy_graph(executor);
+  executor->programmatic_edges = 0;
   CU_CHECK(executor, driver->cuGraphCreate(&executor->graph, 0), "cuGraphCreate");
   CUgraphNode previous = NULL;
+  bool previous_is_kernel = false;
   for (uint32_t s = 0; s < executor->num_steps; ++s) {
     ember_cuda_step* step = &executor->steps[s];
-    const size_t num_dependencies = previous != NULL ? 1 : 0;
+    const bool programmatic = executor->use_pdl && previous_is_kernel && !step->is_gemm;
+    const size_t num_dependencies = previous != NULL && !programmatic ? 1 : 0;
     if (step->is_gemm) {
       CUgraph child;
       EMBER_RETURN_IF_ERROR(capture_gemm(executor, step, &child));
@@ -4296,7 +4307,18 @@ static ember_status* build_graph(ember_cuda_executor* executor) {
                                             num_dependencies, &params),
                "cuGraphAddKernelNode");
     }
+    if (programmatic) {
+      CUgraphEdgeData edge;
+      memset(&edge, 0, sizeof edge);
+      edge.type = CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC;
+      edge.from_port = CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC;
+      CU_CHECK(executor,
+               driver->cuGraphAddDependencies(executor->graph, &previous, &step->node, &edge, 1),
+               "cuGraphAddDependencies(programmatic)");
+      ++executor->programmatic_edges;
+    }
     previous = step->node;
+    previous_is_kernel = !step->is_gemm;
   }
   CU_CHECK(executor, driver->cuGraphInstantiateWithFlags(&executor->graph_exec, executor->graph, 0),
            "cuGraphInstantiate");
@@ -4771,6 +4793,8 @@ static ember_status* open_device(ember_cuda_executor* executor) {
                              name, major, minor);
   }
   if (executor->sm_count < 1) executor->sm_count = 1;
+  /* Programmatic dependent launch came with compute capability 9.0. */
+  executor->use_pdl = executor->use_graph && ember_settings_get()->cuda_pdl && major >= 9;
   CU_CHECK(executor, driver->cuDevicePrimaryCtxRetain(&executor->context, executor->device),
            "cuDevicePrimaryCtxRetain");
   return NULL;
@@ -4960,6 +4984,8 @@ void ember_cuda_executor_get_info(const ember_executor* base,
   out_info->sdpa_flash = executor->sdpa_flash;
   out_info->folded_layout_ops = executor->folded_layout_ops;
   out_info->graph = executor->use_graph;
+  out_info->pdl = executor->use_pdl;
+  out_info->programmatic_edges = executor->programmatic_edges;
   out_info->graph_node_updates = executor->graph_node_updates;
   out_info->graph_rebuilds = executor->graph_rebuilds;
   out_info->workspace_bytes = executor->workspace_size;

@@ -81,6 +81,9 @@ typedef struct ember_cuda_executor_info {
   uint32_t heuristic_cache_misses; /* those cuBLASLt answered (then cached) */
   uint32_t gemm_candidates_timed; /* algorithms the GEMM search timed at prepare */
   bool graph;                    /* runs replay a CUDA graph */
+  bool pdl;                      /* its kernel-to-kernel edges are programmatic
+                                    (EMBER_CUDA_PDL=1, compute capability 9.0 or newer) */
+  uint32_t programmatic_edges;   /* how many such edges the graph has */
   uint64_t graph_node_updates;   /* graph nodes updated for changed bound pointers */
   uint64_t graph_rebuilds;       /* whole-graph rebuilds (an update the driver refused) */
   size_t workspace_bytes;        /* GEMM workspace */

@@ -525,6 +525,18 @@ static void run_op_case(const char* dir, const char* name, double low, double hi
   g_totals.gemv_kernels += info.gemv_kernels;
   g_totals.sdpa_flash += info.sdpa_flash;
   g_totals.folded_layout_ops += info.folded_layout_ops;
+  g_totals.programmatic_edges += info.programmatic_edges;
+  g_totals.pdl = g_totals.pdl || info.pdl;
+  /* Under PDL every edge between two kernels is programmatic; a plan without cuBLASLt
+   * GEMMs is a chain of kernels. Without PDL there are none. */
+  if (!info.pdl) {
+    EXPECT(info.programmatic_edges == 0, "%s: %u programmatic edges without PDL", name,
+           info.programmatic_edges);
+  } else if (info.gemms == 0 && info.steps > 0) {
+    EXPECT(info.programmatic_edges == info.steps - 1,
+           "%s: %u programmatic edges in a chain of %u kernels", name, info.programmatic_edges,
+           info.steps);
+  }
   for (size_t f = 0; f < sizeof kFusion / sizeof kFusion[0]; ++f) {
     if (strncmp(name, kFusion[f].prefix, strlen(kFusion[f].prefix)) == 0) {
       EXPECT(info.fused_activations == kFusion[f].fused_activations &&
@@ -1243,8 +1255,9 @@ int main(int argc, char** argv) {
     const char* graphs = getenv("EMBER_CUDA_GRAPHS");
     const char* wgmma = getenv("EMBER_CUDA_WGMMA");
     const char* gemm_wgmma = getenv("EMBER_CUDA_GEMM_WGMMA");
+    const char* pdl = getenv("EMBER_CUDA_PDL");
     if ((graphs != NULL && strcmp(graphs, "0") == 0) || (wgmma != NULL && strcmp(wgmma, "0") == 0) ||
-        (gemm_wgmma != NULL && strcmp(gemm_wgmma, "1") == 0)) {
+        (gemm_wgmma != NULL && strcmp(gemm_wgmma, "1") == 0) || (pdl != NULL && strcmp(pdl, "1") == 0)) {
       printf("SKIP test_cuda_ops (a variant): %s; the CPU half runs in cuda.test_cuda_ops\n",
              ember_status_message(status));
       ember_status_free(status);
@@ -1300,6 +1313,21 @@ int main(int argc, char** argv) {
          g_totals.conv_folds, g_totals.conv_halos, g_totals.conv_halo_units, g_totals.conv_halo_stacked, g_totals.fused_residuals, g_totals.norm_adds, g_totals.gemv_kernels,
          g_totals.gemm_wgmmas, g_totals.gemm_wgmma ? "has" : "does not have", g_totals.sdpa_flash,
          g_totals.folded_layout_ops);
+
+  /* EMBER_CUDA_PDL=1 (cuda.test_cuda_ops_pdl) on a GPU that has it: the graphs used it,
+   * and the checks above held with it; otherwise no graph did (the control). */
+  int major = 0;
+  g_driver->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device);
+  const char* pdl = getenv("EMBER_CUDA_PDL");
+  const char* graphs = getenv("EMBER_CUDA_GRAPHS");
+  const bool want_pdl = pdl != NULL && strcmp(pdl, "1") == 0 && major >= 9 &&
+                        !(graphs != NULL && strcmp(graphs, "0") == 0);
+  printf("op cases: %u programmatic (PDL) graph edges\n", g_totals.programmatic_edges);
+  if (g_cases_run > 0) {
+    EXPECT(g_totals.pdl == want_pdl && (g_totals.programmatic_edges > 0) == want_pdl,
+           "PDL %s in the graphs (%u programmatic edges), expected %s", g_totals.pdl ? "on" : "off",
+           g_totals.programmatic_edges, want_pdl ? "on" : "off");
+  }
 
   static const char* binding_cases[] = {"mlp_f32", "outputs_f32", "linear_bias_input_f16",
                                         "attention_bf16", "linear_gelu_tanh_out_f32",

@@ -565,10 +565,12 @@ __device__ __forceinline__ void sdpa_flash_entry(const ember_k_sdpa_flash_params
 
 extern "C" __global__ void EMBER_SDPA_FLASH_BOUNDS
     ember_sdpa_flash_f16(const ember_k_sdpa_flash_params p) {
+  ember::begin_after_previous_grid();
   ember::flash::sdpa_flash_entry<__half>(p);
 }
 
 extern "C" __global__ void EMBER_SDPA_FLASH_BOUNDS
     ember_sdpa_flash_bf16(const ember_k_sdpa_flash_params p) {
+  ember::begin_after_previous_grid();
   ember::flash::sdpa_flash_entry<__nv_bfloat16>(p);
 }

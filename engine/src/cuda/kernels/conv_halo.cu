@@ -678,6 +678,7 @@ __device__ __forceinline__ void conv_halo_units_entry(const ember_k_conv_halo_pa
 #define EMBER_CONV_HALO_KERNEL(n, suffix, type)                                             \
   extern "C" __global__ void __launch_bounds__(EMBER_K_CONV_HALO_THREADS, 1)               \
       ember_conv_halo##n##_##suffix(const __grid_constant__ ember_k_conv_halo_params p) {   \
+    ember::begin_after_previous_grid();                                                     \
     ember::conv_halo_entry<type, n>(p);                                                     \
   }
 EMBER_CONV_HALO_KERNEL(128, f16, __half)
@@ -692,6 +693,7 @@ EMBER_CONV_HALO_KERNEL(224, bf16, __nv_bfloat16)
 #define EMBER_CONV_HALO_UNITS_KERNEL(name, c, suffix, type)                                  \
   extern "C" __global__ void __launch_bounds__(EMBER_K_CONV_HALO_THREADS, 1)                 \
       name##_##suffix(const __grid_constant__ ember_k_conv_halo_params p) {                   \
+    ember::begin_after_previous_grid();                                                       \
     ember::conv_halo_units_entry<type, c>(p);                                                 \
   }
 EMBER_CONV_HALO_UNITS_KERNEL(ember_conv_halo_units256, 64, f16, __half)

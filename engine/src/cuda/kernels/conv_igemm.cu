@@ -348,30 +348,36 @@ __device__ __forceinline__ void im2col_nhwc(const ember_k_im2col_nhwc_params& p)
 
 extern "C" __global__ void __launch_bounds__(EMBER_K_BLOCK)
     ember_conv_igemm_f16(const ember_k_conv_igemm_params p) {
+  ember::begin_after_previous_grid();
   ember::conv_igemm_entry<__half>(p);
 }
 
 extern "C" __global__ void __launch_bounds__(EMBER_K_BLOCK)
     ember_conv_igemm_bf16(const ember_k_conv_igemm_params p) {
+  ember::begin_after_previous_grid();
   ember::conv_igemm_entry<__nv_bfloat16>(p);
 }
 
 extern "C" __global__ void __launch_bounds__(EMBER_K_BLOCK)
     ember_nhwc_pack_2(const ember_k_nhwc_pack_params p) {
+  ember::begin_after_previous_grid();
   ember::nhwc_pack(p);
 }
 
 extern "C" __global__ void __launch_bounds__(EMBER_K_BLOCK)
     ember_conv_igemm_weights_3(const ember_k_conv_igemm_weights_params p) {
+  ember::begin_after_previous_grid();
   ember::conv_igemm_weights(p);
 }
 
 extern "C" __global__ void __launch_bounds__(EMBER_K_BLOCK)
     ember_space_to_depth_pack(const ember_k_space_to_depth_params p) {
+  ember::begin_after_previous_grid();
   ember::space_to_depth(p);
 }
 
 extern "C" __global__ void __launch_bounds__(EMBER_K_BLOCK)
     ember_im2col_nhwc_2(const ember_k_im2col_nhwc_params p) {
+  ember::begin_after_previous_grid();
   ember::im2col_nhwc(p);
 }

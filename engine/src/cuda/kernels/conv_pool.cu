@@ -876,14 +876,17 @@ EMBER_K_FOR_EACH_DTYPE(ember_conv2d, ember::conv2d, ember_k_conv2d_params)
 #define EMBER_K_FOR_EACH_DTYPE_BLOCKS(NAME, TEMPLATE, PARAMS, BLOCKS)                        \
   extern "C" __global__ void __launch_bounds__(EMBER_K_BLOCK, BLOCKS)                       \
       NAME##_f32(const PARAMS p) {                                                           \
+    ember::begin_after_previous_grid();                                                      \
     TEMPLATE<float>(p);                                                                      \
   }                                                                                          \
   extern "C" __global__ void __launch_bounds__(EMBER_K_BLOCK, BLOCKS)                       \
       NAME##_f16(const PARAMS p) {                                                           \
+    ember::begin_after_previous_grid();                                                      \
     TEMPLATE<__half>(p);                                                                     \
   }                                                                                          \
   extern "C" __global__ void __launch_bounds__(EMBER_K_BLOCK, BLOCKS)                       \
       NAME##_bf16(const PARAMS p) {                                                          \
+    ember::begin_after_previous_grid();                                                      \
     TEMPLATE<__nv_bfloat16>(p);                                                              \
   }
 

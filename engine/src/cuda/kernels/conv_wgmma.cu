@@ -158,6 +158,7 @@ __device__ __forceinline__ void conv_wgmma_entry(const ember_k_conv_igemm_params
 #define EMBER_CONV_WGMMA_KERNEL(bm, blocks, suffix, type)                                   \
   extern "C" __global__ void __launch_bounds__(EMBER_K_BLOCK, blocks)                      \
       ember_conv_wgmma##bm##_##suffix(const ember_k_conv_igemm_params p) {                 \
+    ember::begin_after_previous_grid();                                                      \
     ember::conv_wgmma_entry<type, bm>(p);                                                    \
   }
 EMBER_CONV_WGMMA_KERNEL(64, 3, f16, __half)

@@ -30,10 +30,12 @@ __device__ void embedding(const ember_k_embedding_params& p) {
 
 extern "C" __global__ void __launch_bounds__(EMBER_K_BLOCK)
     ember_embedding_2(const ember_k_embedding_params p) {
+  ember::begin_after_previous_grid();
   ember::embedding<uint16_t>(p);
 }
 
 extern "C" __global__ void __launch_bounds__(EMBER_K_BLOCK)
     ember_embedding_4(const ember_k_embedding_params p) {
+  ember::begin_after_previous_grid();
   ember::embedding<uint32_t>(p);
 }

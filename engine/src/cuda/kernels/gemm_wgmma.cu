@@ -218,6 +218,7 @@ __device__ __forceinline__ void gemm_wgmma_entry(const ember_k_gemm_wgmma_params
   extern "C" __global__ void __launch_bounds__(EMBER_K_GEMM_WGMMA_THREADS, 1)              \
       __cluster_dims__(EMBER_K_GEMM_WGMMA_CLUSTER, 1, 1)                                   \
       ember_gemm_wgmma_##suffix(const __grid_constant__ ember_k_gemm_wgmma_params p) {     \
+    ember::begin_after_previous_grid();                                                    \
     ember::gemm_wgmma_entry<type>(p);                                                      \
   }
 EMBER_GEMM_WGMMA_KERNEL(f16, __half)

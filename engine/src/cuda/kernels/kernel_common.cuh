@@ -234,17 +234,35 @@ __device__ __forceinline__ float block_max(float v, float* scratch) {
   return warp_max(v);
 }
 
+/* The first statement of every kernel entry point. Under programmatic dependent launch
+ * (EMBER_CUDA_PDL, the graph's kernel-to-kernel edges) a kernel may be scheduled before
+ * the kernel it follows has finished: wait here until that one's writes are visible,
+ * before this one reads its inputs or writes over memory the planner reused, and then
+ * let the kernel after this one be scheduled as this one's blocks drain. Without such
+ * an edge (eager launches, a GEMM's neighbours, other settings) both are no-ops. Each
+ * kernel waits on the one before, so a kernel's predecessors have all finished once its
+ * wait returns. Before sm_90 there is no such launch. */
+__device__ __forceinline__ void begin_after_previous_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
+}
+
 }  // namespace ember
 
 /* Defines NAME_f32, NAME_f16 and NAME_bf16 as kernels calling TEMPLATE<T>(p). */
 #define EMBER_K_FOR_EACH_DTYPE(NAME, TEMPLATE, PARAMS)                                    \
   extern "C" __global__ void __launch_bounds__(EMBER_K_BLOCK) NAME##_f32(const PARAMS p) { \
+    ember::begin_after_previous_grid();                                                   \
     TEMPLATE<float>(p);                                                                   \
   }                                                                                       \
   extern "C" __global__ void __launch_bounds__(EMBER_K_BLOCK) NAME##_f16(const PARAMS p) { \
+    ember::begin_after_previous_grid();                                                   \
     TEMPLATE<__half>(p);                                                                  \
   }                                                                                       \
   extern "C" __global__ void __launch_bounds__(EMBER_K_BLOCK) NAME##_bf16(const PARAMS p) { \
+    ember::begin_after_previous_grid();                                                   \
     TEMPLATE<__nv_bfloat16>(p);                                                           \
   }
 

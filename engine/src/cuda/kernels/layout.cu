@@ -110,6 +110,7 @@ __device__ void copy_rows_as(const ember_k_copy_rows_params& p) {
 #define EMBER_K_GATHER(SIZE, TYPE)                                  \
   extern "C" __global__ void __launch_bounds__(EMBER_K_BLOCK)       \
       ember_gather_##SIZE(const ember_k_gather_params p) {          \
+    ember::begin_after_previous_grid();                             \
     ember::gather<TYPE>(p);                                         \
   }
 EMBER_K_GATHER(1, uint8_t)
@@ -120,6 +121,7 @@ EMBER_K_GATHER(8, uint64_t)
 /* The widest move that the addresses, pitches and row size all allow. */
 extern "C" __global__ void __launch_bounds__(EMBER_K_BLOCK)
     ember_copy_rows(const ember_k_copy_rows_params p) {
+  ember::begin_after_previous_grid();
   const uint64_t all = (p.x + (uint64_t)p.x_offset) | (p.y + (uint64_t)p.y_offset) |
                        (uint64_t)p.row_bytes | (uint64_t)p.x_pitch | (uint64_t)p.y_pitch;
   if ((all & 15u) == 0) {
@@ -138,6 +140,7 @@ extern "C" __global__ void __launch_bounds__(EMBER_K_BLOCK)
 /* 16-byte moves when both ends and the size allow, else 4-byte, else bytes. */
 extern "C" __global__ void __launch_bounds__(EMBER_K_BLOCK)
     ember_copy_bytes(const ember_k_copy_params p) {
+  ember::begin_after_previous_grid();
   const uint64_t all = p.x | p.y | p.nbytes;
   if ((all & 15u) == 0) {
     const int64_t count = (int64_t)(p.nbytes / 16u);

@@ -96,6 +96,7 @@ __device__ void cast(const ember_k_cast_params& p) {
 #define EMBER_K_WHERE(SIZE, TYPE)                             \
   extern "C" __global__ void __launch_bounds__(EMBER_K_BLOCK) \
       ember_where_##SIZE(const ember_k_where_params p) {      \
+    ember::begin_after_previous_grid();                       \
     ember::where<TYPE>(p);                                    \
   }
 EMBER_K_WHERE(1, uint8_t)
@@ -104,5 +105,6 @@ EMBER_K_WHERE(4, uint32_t)
 EMBER_K_WHERE(8, uint64_t)
 
 extern "C" __global__ void __launch_bounds__(EMBER_K_BLOCK) ember_cast(const ember_k_cast_params p) {
+  ember::begin_after_previous_grid();
   ember::cast(p);
 }
