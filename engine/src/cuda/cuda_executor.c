@@ -2719,10 +2719,8 @@ static bool conv_gemm_sizes(const ember_plan* plan, const ember_op_desc* op,
 /* Output tiles below which a conv keeps im2col + cuBLASLt GEMM rather than the
  * implicit-GEMM kernel: that kernel has no split over K, so a grid of fewer tiles than
  * the GPU has SMs (resnet18 at batch 1) leaves SMs idle, where cuBLASLt splits. Fixed
- * counts, not the device's (executor_needs_cublaslt takes the larger: a superset of the
- * convs that may use cuBLASLt). The wgmma kernel
- * finishes a tile in about half the time, so half a wave of it (resnet18's layer4 at
- * batch 64: 100 tiles) still beats im2col + GEMM. */
+ * counts, not the device's. The wgmma kernel finishes a tile in about half the time, so
+ * half a wave of it (resnet18's layer4 at batch 64: 100 tiles) still beats im2col + GEMM. */
 #define EMBER_CUDA_CONV_IGEMM_MIN_TILES 128u
 #define EMBER_CUDA_CONV_WGMMA_MIN_TILES 64u
 
@@ -4595,7 +4593,10 @@ static ember_status* cuda_executor_run(ember_executor* base, const ember_tensor_
 /* Whether any op of the plan may run on cuBLASLt on this executor: a MATMUL, a LINEAR
  * that is neither the gemv kernel nor the gemm_wgmma kernel with the activation after it,
  * an SDPA (not on the flash kernel) or CONV2D that passes the checks for running as GEMMs
- * (sdpa_takes_flash, sdpa_gemm_sizes, conv_gemm_sizes). Loading cuBLASLt costs ~60 ms
+ * (sdpa_takes_flash, sdpa_gemm_sizes, conv_gemm_sizes) and is not on an implicit-GEMM
+ * kernel of this GPU (executor_conv_runs_igemm: the kernels are loaded by now, so the
+ * wgmma kernel's smaller tile count applies on Hopper, and resnet18's layer4 at batch 64,
+ * 100 tiles, does not load cuBLASLt for nothing). Loading cuBLASLt costs ~60 ms
  * (the dlopen), and its heuristics more, that a program of Ember's own kernels never
  * repays, so such a program does not load it. A superset is harmless (a load for
  * nothing); an op missed here fails prepare with EMBER_INTERNAL (cuda_gemm.c
@@ -4614,8 +4615,7 @@ static bool executor_needs_cublaslt(const ember_cuda_executor* executor, const u
         (op->opcode == EMBER_OP_LINEAR && !linear_takes_gemv(plan, op) && !own_gemm) ||
         (op->opcode == EMBER_OP_SDPA && !sdpa_takes_flash(plan, op, &shape) &&
          sdpa_gemm_sizes(plan, op, &a, &b)) ||
-        (op->opcode == EMBER_OP_CONV2D && !executor_conv_folds(executor, op) &&
-         !conv_runs_igemm(plan, op, EMBER_CUDA_CONV_IGEMM_MIN_TILES) &&
+        (op->opcode == EMBER_OP_CONV2D && !executor_conv_runs_igemm(executor, op) &&
          conv_gemm_sizes(plan, op, &a, &b, &c));
     if (needs) {
       *out_op = i;

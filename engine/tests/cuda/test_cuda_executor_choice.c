@@ -16,7 +16,8 @@
  *             LINEAR steps; a program on the CPU executor prints none (the control).
  *   lazy_cublaslt  in a process that has not touched cuBLASLt: a program whose only
  *             LINEAR runs as the gemv kernel, and one whose only op is an SDPA on the
- *             flash kernel, run on CUDA (with a driver) without loading cuBLASLt,
+ *             flash kernel, and (on compute capability 9.0) a conv of 96 tiles on the
+ *             wgmma kernel, run on CUDA (with a driver) without loading cuBLASLt,
  *             whether or not cuBLASLt is there; the MLP (GEMMs, the control)
  *             loads it, or where it is missing fails naming its first GEMM op and
  *             `pip install nvidia-cublas`. Where it loads, the MLP created a second time
@@ -241,6 +242,37 @@ static void check_lazy_cublaslt(const char* dir, const uint8_t* gemm_plan, size_
     ember_program_destroy(flash);
   }
   free(flash_plan);
+  /* A conv of 96 output tiles: on a GPU with the wgmma conv kernel (64 tiles are enough
+   * for it) one of Ember's kernels, so no cuBLASLt; elsewhere (128 for mma.sync) im2col
+   * + GEMM, which would load it, so it is tried only where the GPU has wgmma. */
+  int major = 0;
+  if (no_driver == NULL) {
+    CUdevice device;
+    if (driver->cuDeviceGet(&device, 0) != CUDA_SUCCESS ||
+        driver->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+                                     device) != CUDA_SUCCESS) {
+      major = 0;
+    }
+  }
+  if (major == 9) {
+    path = test_join(dir, "conv2d_igemm_tiles96_f16", ".plan");
+    size_t conv_size;
+    uint8_t* conv_plan = test_read_file(path, &conv_size);
+    free(path);
+    ember_program* conv = NULL;
+    if (COUNT(CHECK_OK(create(conv_plan, conv_size, EMBER_EXECUTOR_CUDA, &conv)))) {
+      const ember_cuda_executor_info info = info_of(conv);
+      EXPECT(!info.cublaslt && info.conv_gemms == 0 && info.conv_wgmmas == 1,
+             "96-tile conv on wgmma: cublaslt %d, %u convs as GEMMs, %u on wgmma (expected "
+             "0, 0, 1)", (int)info.cublaslt, info.conv_gemms, info.conv_wgmmas);
+      run_once(conv);
+      ember_program_destroy(conv);
+    }
+    free(conv_plan);
+  } else {
+    printf("compute capability %d: no wgmma conv kernel, the 96-tile conv is not tried\n",
+           major);
+  }
   EXPECT(!ember_cublaslt_library_attempted(), "a program without GEMMs loaded cuBLASLt");
 
   /* The control: the MLP's LINEARs of 16 rows are cuBLASLt GEMMs. */
