@@ -1239,6 +1239,12 @@ static void run_cpu_only(const char* dir, const char* filter) {
   printf("op cases on the CPU executor alone: %zu of %zu ran\n", g_cpu_cases_passed, run);
 }
 
+/* Whether environment variable `name` is set to `value` (the test's variants). */
+static bool env_is(const char* name, const char* value) {
+  const char* text = getenv(name);
+  return text != NULL && strcmp(text, value) == 0;
+}
+
 int main(int argc, char** argv) {
   if (argc != 2 && argc != 3) {
     fprintf(stderr, "usage: %s DATA_DIR [FILTER | time=CASE]\n", argv[0]);
@@ -1250,14 +1256,11 @@ int main(int argc, char** argv) {
   const ember_cublaslt_library* lt = NULL;
   if (status == NULL) status = ember_cublaslt_library_get(&lt);
   if (status != NULL) {
-    /* The eager and mma.sync variants (EMBER_CUDA_GRAPHS=0, EMBER_CUDA_WGMMA=0) would run
-     * the same CPU half again: only the CUDA half differs, and there is none here. */
-    const char* graphs = getenv("EMBER_CUDA_GRAPHS");
-    const char* wgmma = getenv("EMBER_CUDA_WGMMA");
-    const char* gemm_wgmma = getenv("EMBER_CUDA_GEMM_WGMMA");
-    const char* pdl = getenv("EMBER_CUDA_PDL");
-    if ((graphs != NULL && strcmp(graphs, "0") == 0) || (wgmma != NULL && strcmp(wgmma, "0") == 0) ||
-        (gemm_wgmma != NULL && strcmp(gemm_wgmma, "1") == 0) || (pdl != NULL && strcmp(pdl, "1") == 0)) {
+    /* The variants (EMBER_CUDA_GRAPHS=0, EMBER_CUDA_WGMMA=0, EMBER_CUDA_GEMM_WGMMA=1,
+     * EMBER_CUDA_PDL=1) would run the same CPU half again: only the CUDA half differs,
+     * and there is none here. */
+    if (env_is("EMBER_CUDA_GRAPHS", "0") || env_is("EMBER_CUDA_WGMMA", "0") ||
+        env_is("EMBER_CUDA_GEMM_WGMMA", "1") || env_is("EMBER_CUDA_PDL", "1")) {
       printf("SKIP test_cuda_ops (a variant): %s; the CPU half runs in cuda.test_cuda_ops\n",
              ember_status_message(status));
       ember_status_free(status);
@@ -1318,10 +1321,8 @@ int main(int argc, char** argv) {
    * and the checks above held with it; otherwise no graph did (the control). */
   int major = 0;
   g_driver->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device);
-  const char* pdl = getenv("EMBER_CUDA_PDL");
-  const char* graphs = getenv("EMBER_CUDA_GRAPHS");
-  const bool want_pdl = pdl != NULL && strcmp(pdl, "1") == 0 && major >= 9 &&
-                        !(graphs != NULL && strcmp(graphs, "0") == 0);
+  const bool want_pdl = env_is("EMBER_CUDA_PDL", "1") && major >= 9 &&
+                        !env_is("EMBER_CUDA_GRAPHS", "0");
   printf("op cases: %u programmatic (PDL) graph edges\n", g_totals.programmatic_edges);
   if (g_cases_run > 0) {
     EXPECT(g_totals.pdl == want_pdl && (g_totals.programmatic_edges > 0) == want_pdl,
