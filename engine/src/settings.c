@@ -9,15 +9,36 @@
 static pthread_once_t settings_once = PTHREAD_ONCE_INIT;
 static ember_settings settings;
 
+/* The first value that means nothing is the one reported. */
+static void report_invalid(const char* name, const char* text, const char* allowed) {
+  if (settings.invalid_message[0] != '\0') return;
+  snprintf(settings.invalid_message, sizeof settings.invalid_message,
+           "environment variable %s is '%.40s'; it must be %s", name, text, allowed);
+}
+
 /* A 0|1 variable: unset or empty keeps *value; anything else is reported. */
 static void read_flag(const char* name, bool* value) {
   const char* text = getenv(name);
   if (text == NULL || text[0] == '\0') return;
   if (strcmp(text, "0") == 0 || strcmp(text, "1") == 0) {
     *value = text[0] == '1';
-  } else if (settings.invalid_message[0] == '\0') {
-    snprintf(settings.invalid_message, sizeof settings.invalid_message,
-             "environment variable %s is '%.40s'; it must be 0 or 1", name, text);
+  } else {
+    report_invalid(name, text, "0 or 1");
+  }
+}
+
+/* EMBER_CUDA_PDL: 0, 1 or auto; unset or empty keeps *mode. */
+static void read_pdl_mode(const char* name, ember_pdl_mode* mode) {
+  const char* text = getenv(name);
+  if (text == NULL || text[0] == '\0') return;
+  if (strcmp(text, "0") == 0) {
+    *mode = EMBER_PDL_OFF;
+  } else if (strcmp(text, "1") == 0) {
+    *mode = EMBER_PDL_ON;
+  } else if (strcmp(text, "auto") == 0) {
+    *mode = EMBER_PDL_AUTO;
+  } else {
+    report_invalid(name, text, "0, 1 or auto");
   }
 }
 
@@ -28,6 +49,7 @@ static void settings_read(void) {
   settings.cuda_conv_nhwc_gemm = true;
   settings.cuda_conv_fold = true;
   settings.cuda_conv_halo = true;
+  settings.cuda_pdl = EMBER_PDL_AUTO;
   const char* executor = getenv("EMBER_EXECUTOR");
   if (executor != NULL && executor[0] != '\0') {
     if (strcmp(executor, "cpu") == 0) {
@@ -40,9 +62,7 @@ static void settings_read(void) {
       settings.executor_forced = true;
       settings.executor = EMBER_EXECUTOR_AUTO;
     } else {
-      snprintf(settings.invalid_message, sizeof settings.invalid_message,
-               "environment variable EMBER_EXECUTOR is '%.40s'; it must be cpu, cuda or auto",
-               executor);
+      report_invalid("EMBER_EXECUTOR", executor, "cpu, cuda or auto");
     }
   }
   read_flag("EMBER_CUDA_GRAPHS", &settings.cuda_graphs);
@@ -51,7 +71,7 @@ static void settings_read(void) {
   read_flag("EMBER_CUDA_CONV_NHWC_GEMM", &settings.cuda_conv_nhwc_gemm);
   read_flag("EMBER_CUDA_CONV_FOLD", &settings.cuda_conv_fold);
   read_flag("EMBER_CUDA_CONV_HALO", &settings.cuda_conv_halo);
-  read_flag("EMBER_CUDA_PDL", &settings.cuda_pdl);
+  read_pdl_mode("EMBER_CUDA_PDL", &settings.cuda_pdl);
   read_flag("EMBER_CUDA_PROFILE", &settings.cuda_profile);
 }
 

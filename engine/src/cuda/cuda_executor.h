@@ -82,8 +82,12 @@ typedef struct ember_cuda_executor_info {
   uint32_t gemm_candidates_timed; /* algorithms the GEMM search timed at prepare */
   bool graph;                    /* runs replay a CUDA graph */
   bool pdl;                      /* its kernel-to-kernel edges are programmatic
-                                    (EMBER_CUDA_PDL=1, compute capability 9.0 or newer) */
+                                    (compute capability 9.0 or newer; EMBER_CUDA_PDL=1,
+                                    or auto and faster) */
   uint32_t programmatic_edges;   /* how many such edges the graph has */
+  bool pdl_timed;                /* EMBER_CUDA_PDL=auto timed the graph with and without
+                                    them at prepare (a graph with such edges to time) */
+  float pdl_off_us, pdl_on_us;   /* then the best replay of each, in microseconds */
   uint64_t graph_node_updates;   /* graph nodes updated for changed bound pointers */
   uint64_t graph_rebuilds;       /* whole-graph rebuilds (an update the driver refused) */
   size_t workspace_bytes;        /* GEMM workspace */

@@ -11,6 +11,7 @@
  *             naming the variable.
  *   env_bad_flag  run with EMBER_CUDA_PROFILE=yes: creating a program is
  *             EMBER_INVALID_ARGUMENT naming the variable and what it must be.
+ *   env_bad_pdl  the same with EMBER_CUDA_PDL=on (it takes 0, 1 or auto).
  *   profile   run with EMBER_CUDA_PROFILE=1: where CUDA works, a program run 3 times
  *             prints, when destroyed, a per-step report naming 3 runs and the MLP's
  *             LINEAR steps; a program on the CPU executor prints none (the control).
@@ -175,10 +176,10 @@ static void check_profile(const uint8_t* plan, size_t size) {
   }
 }
 
-static void check_env_bad_flag(const uint8_t* plan, size_t size) {
+static void check_env_bad_flag(const uint8_t* plan, size_t size, const char* message) {
   ember_program* program = NULL;
   COUNT(CHECK_STATUS(create(plan, size, EMBER_EXECUTOR_AUTO, &program), EMBER_INVALID_ARGUMENT,
-                     "EMBER_CUDA_PROFILE is 'yes'; it must be 0 or 1"));
+                     message));
   EXPECT(program == NULL, "program set after a failed create");
 }
 
@@ -325,8 +326,8 @@ static void check_lazy_cublaslt(const char* dir, const uint8_t* gemm_plan, size_
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    fprintf(stderr, "usage: %s DATA_DIR default|env_cpu|env_bad|env_bad_flag|profile|"
-            "lazy_cublaslt\n", argv[0]);
+    fprintf(stderr, "usage: %s DATA_DIR default|env_cpu|env_bad|env_bad_flag|env_bad_pdl|"
+            "profile|lazy_cublaslt\n", argv[0]);
     return 2;
   }
   char* path = test_join(argv[1], "mlp_f32", ".plan");
@@ -340,7 +341,9 @@ int main(int argc, char** argv) {
   } else if (strcmp(argv[2], "env_bad") == 0) {
     check_env_bad(plan, size);
   } else if (strcmp(argv[2], "env_bad_flag") == 0) {
-    check_env_bad_flag(plan, size);
+    check_env_bad_flag(plan, size, "EMBER_CUDA_PROFILE is 'yes'; it must be 0 or 1");
+  } else if (strcmp(argv[2], "env_bad_pdl") == 0) {
+    check_env_bad_flag(plan, size, "EMBER_CUDA_PDL is 'on'; it must be 0, 1 or auto");
   } else if (strcmp(argv[2], "profile") == 0) {
     check_profile(plan, size);
   } else if (strcmp(argv[2], "lazy_cublaslt") == 0) {

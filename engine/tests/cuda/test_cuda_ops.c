@@ -485,6 +485,9 @@ static const struct {
 
 static size_t g_cases_passed, g_cases_run;
 static ember_cuda_executor_info g_totals;
+/* EMBER_CUDA_PDL=auto: cases whose graphs prepare timed with and without PDL, and of
+ * those, the ones that kept PDL. */
+static uint32_t g_pdl_timed, g_pdl_kept;
 static double g_worst_nmse[8];
 
 static void run_op_case(const char* dir, const char* name, double low, double high) {
@@ -536,6 +539,15 @@ static void run_op_case(const char* dir, const char* name, double low, double hi
     EXPECT(info.programmatic_edges == info.steps - 1,
            "%s: %u programmatic edges in a chain of %u kernels", name, info.programmatic_edges,
            info.steps);
+  }
+  /* Timed both ways: PDL kept only where its replay was the faster. */
+  if (info.pdl_timed) {
+    ++g_pdl_timed;
+    if (info.pdl) ++g_pdl_kept;
+    EXPECT(info.pdl_off_us > 0.0f && info.pdl_on_us > 0.0f &&
+               (!info.pdl || info.pdl_on_us < info.pdl_off_us),
+           "%s: PDL %s after replays of %.2f us with it and %.2f without", name,
+           info.pdl ? "kept" : "left", (double)info.pdl_on_us, (double)info.pdl_off_us);
   }
   for (size_t f = 0; f < sizeof kFusion / sizeof kFusion[0]; ++f) {
     if (strncmp(name, kFusion[f].prefix, strlen(kFusion[f].prefix)) == 0) {
@@ -1257,10 +1269,11 @@ int main(int argc, char** argv) {
   if (status == NULL) status = ember_cublaslt_library_get(&lt);
   if (status != NULL) {
     /* The variants (EMBER_CUDA_GRAPHS=0, EMBER_CUDA_WGMMA=0, EMBER_CUDA_GEMM_WGMMA=1,
-     * EMBER_CUDA_PDL=1) would run the same CPU half again: only the CUDA half differs,
-     * and there is none here. */
+     * EMBER_CUDA_PDL=1 or 0) would run the same CPU half again: only the CUDA half
+     * differs, and there is none here. */
     if (env_is("EMBER_CUDA_GRAPHS", "0") || env_is("EMBER_CUDA_WGMMA", "0") ||
-        env_is("EMBER_CUDA_GEMM_WGMMA", "1") || env_is("EMBER_CUDA_PDL", "1")) {
+        env_is("EMBER_CUDA_GEMM_WGMMA", "1") || env_is("EMBER_CUDA_PDL", "1") ||
+        env_is("EMBER_CUDA_PDL", "0")) {
       printf("SKIP test_cuda_ops (a variant): %s; the CPU half runs in cuda.test_cuda_ops\n",
              ember_status_message(status));
       ember_status_free(status);
@@ -1317,17 +1330,29 @@ int main(int argc, char** argv) {
          g_totals.gemm_wgmmas, g_totals.gemm_wgmma ? "has" : "does not have", g_totals.sdpa_flash,
          g_totals.folded_layout_ops);
 
-  /* EMBER_CUDA_PDL=1 (cuda.test_cuda_ops_pdl) on a GPU that has it: the graphs used it,
-   * and the checks above held with it; otherwise no graph did (the control). */
+  /* On a GPU that has PDL, with graphs: EMBER_CUDA_PDL=1 (cuda.test_cuda_ops_pdl) used it
+   * in the graphs, and the checks above held with it; 0 (cuda.test_cuda_ops_nopdl, the
+   * control) used it nowhere and timed nothing; auto (the default, cuda.test_cuda_ops)
+   * timed every graph it could have used it in and used it only where so chosen. */
   int major = 0;
   g_driver->cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device);
-  const bool want_pdl = env_is("EMBER_CUDA_PDL", "1") && major >= 9 &&
-                        !env_is("EMBER_CUDA_GRAPHS", "0");
-  printf("op cases: %u programmatic (PDL) graph edges\n", g_totals.programmatic_edges);
+  const bool pdl_gpu = major >= 9 && !env_is("EMBER_CUDA_GRAPHS", "0");
+  const bool pdl_on = pdl_gpu && env_is("EMBER_CUDA_PDL", "1");
+  const bool pdl_auto = pdl_gpu && !env_is("EMBER_CUDA_PDL", "1") && !env_is("EMBER_CUDA_PDL", "0");
+  printf("op cases: %u programmatic (PDL) graph edges; %u graphs timed with and without PDL, "
+         "%u of them kept it\n", g_totals.programmatic_edges, g_pdl_timed, g_pdl_kept);
   if (g_cases_run > 0) {
-    EXPECT(g_totals.pdl == want_pdl && (g_totals.programmatic_edges > 0) == want_pdl,
-           "PDL %s in the graphs (%u programmatic edges), expected %s", g_totals.pdl ? "on" : "off",
-           g_totals.programmatic_edges, want_pdl ? "on" : "off");
+    if (pdl_auto) {
+      EXPECT(g_pdl_timed > 0 && g_totals.pdl == (g_pdl_kept > 0),
+             "EMBER_CUDA_PDL=auto: %u graphs timed, %u kept PDL, PDL %s in the graphs",
+             g_pdl_timed, g_pdl_kept, g_totals.pdl ? "on" : "off");
+    } else {
+      EXPECT(g_totals.pdl == pdl_on && (g_totals.programmatic_edges > 0) == pdl_on &&
+                 g_pdl_timed == 0,
+             "PDL %s in the graphs (%u programmatic edges, %u graphs timed), expected %s and "
+             "none timed", g_totals.pdl ? "on" : "off", g_totals.programmatic_edges,
+             g_pdl_timed, pdl_on ? "on" : "off");
+    }
   }
 
   static const char* binding_cases[] = {"mlp_f32", "outputs_f32", "linear_bias_input_f16",
