@@ -4364,6 +4364,15 @@ static ember_status* choose_pdl_by_timing(ember_cuda_executor* executor) {
   CUgraphExec plain_exec = executor->graph_exec;
   executor->graph = NULL;
   executor->graph_exec = NULL;
+  /* The second build overwrites each step's node handle; runs update nodes through it,
+   * so the kept graph's handles must be the ones left in the steps. */
+  CUgraphNode* plain_nodes = malloc(executor->num_steps * sizeof *plain_nodes);
+  if (plain_nodes == NULL) {
+    driver->cuGraphExecDestroy(plain_exec);
+    driver->cuGraphDestroy(plain_graph);
+    return ember_status_make(EMBER_OUT_OF_MEMORY, "cuda executor: out of memory");
+  }
+  for (uint32_t s = 0; s < executor->num_steps; ++s) plain_nodes[s] = executor->steps[s].node;
   executor->use_pdl = true;
   ember_status* refused = build_graph(executor);
   const bool pdl_built = refused == NULL;
@@ -4415,7 +4424,9 @@ static ember_status* choose_pdl_by_timing(ember_cuda_executor* executor) {
     executor->graph_exec = plain_exec;
     executor->use_pdl = false;
     executor->programmatic_edges = 0;
+    for (uint32_t s = 0; s < executor->num_steps; ++s) executor->steps[s].node = plain_nodes[s];
   }
+  free(plain_nodes);
   return status;
 }
 
