@@ -87,7 +87,7 @@ typedef struct ember_cuda_executor_info {
   uint32_t programmatic_edges;   /* how many such edges the graph has */
   bool pdl_timed;                /* EMBER_CUDA_PDL=auto timed the graph with and without
                                     them at prepare (a graph with such edges to time) */
-  float pdl_off_us, pdl_on_us;   /* then the best replay of each, in microseconds */
+  float pdl_off_us, pdl_on_us;   /* then the median replay of each, in microseconds */
   uint64_t graph_node_updates;   /* graph nodes updated for changed bound pointers */
   uint64_t graph_rebuilds;       /* whole-graph rebuilds (an update the driver refused) */
   size_t workspace_bytes;        /* GEMM workspace */
