@@ -4365,9 +4365,10 @@ static float median_ms(float* times, uint32_t count) {
 /* Times the plain graph against the PDL graph (their replays alternating, each one's
  * median counting: a clock change or a stall during one replay does not decide, nor does
  * one lucky replay; choosing by the best of each ran the H200's encoder at batch 1 as
- * fast as PDL, 1% slower than without) and keeps the faster. PDL hides the launch gap of chains of small kernels (up to 7% on the H200) but
- * made resnet18's chains of persistent convs 2-3% slower, so neither is right for every
- * program. A driver that refuses programmatic edges leaves the plain graph. */
+ * fast as PDL, 1% slower than without) and keeps the faster. PDL hides the launch gap of
+ * chains of small kernels (up to 7% on the H200) but made resnet18's chains of
+ * persistent convs 2-3% slower, so neither is right for every program. A driver that
+ * refuses programmatic edges leaves the plain graph. */
 static ember_status* choose_pdl_by_timing(ember_cuda_executor* executor) {
   const ember_cuda_driver* driver = executor->driver;
   executor->use_pdl = false;
