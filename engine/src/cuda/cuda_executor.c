@@ -1206,6 +1206,9 @@ static ember_status* add_gemm_wgmma_step(ember_cuda_executor* executor, uint32_t
   p.n_tiles = (int32_t)ceil_div_u64((uint64_t)p.n, EMBER_K_GEMM_WGMMA_BN);
   p.act = (int32_t)unary_op_of(plan, &plan->ops[fused]);
   p.has_bias = op->num_inputs == 3;
+  p.constant_operands =
+      ember_plan_op_input_tensor(plan, op, 1)->storage == EMBER_STORAGE_CONSTANT &&
+      (!p.has_bias || ember_plan_op_input_tensor(plan, op, 2)->storage == EMBER_STORAGE_CONSTANT);
   /* Whole clusters: a block past the last row tile still copies its share of w's tiles
    * for the others, and writes nothing. */
   const uint64_t m_tiles =

@@ -595,12 +595,12 @@ typedef struct ember_k_gemv_params {
  * whole number of clusters. 1 (no sharing): on the H200 clusters of 2 made the MLP's
  * 4096 x 1024 x 1024 GEMMs slower (151.4 against 121.5 us for four, same run). */
 #define EMBER_K_GEMM_WGMMA_CLUSTER 1
-/* The ring, a full and an empty barrier per stage, and 1 KB to align the ring to the
- * swizzle's 1024 bytes. */
+/* The ring, a full and an empty barrier per stage, the tile's bias in float32, and 1 KB
+ * to align the ring to the swizzle's 1024 bytes. */
 #define EMBER_K_GEMM_WGMMA_SMEM_BYTES                                                    \
   (EMBER_K_GEMM_WGMMA_STAGES * (EMBER_K_GEMM_WGMMA_BM + EMBER_K_GEMM_WGMMA_BN) *          \
        EMBER_K_GEMM_WGMMA_BK * 2 +                                                        \
-   EMBER_K_GEMM_WGMMA_STAGES * 16 + 1024)
+   EMBER_K_GEMM_WGMMA_STAGES * 16 + EMBER_K_GEMM_WGMMA_BN * 4 + 1024)
 #if defined(__cplusplus)
 #define EMBER_K_ALIGNAS(n) alignas(n)
 #else
@@ -617,7 +617,9 @@ typedef struct ember_k_gemm_wgmma_params {
   int32_t n_tiles;             /* ceil(n / BN) */
   int32_t act;                 /* ember_k_unary_op: IDENTITY or an activation */
   int32_t has_bias;
-  int32_t unused;
+  /* w and bias are the plan's constants, which no kernel of a run writes: the block
+   * starts copying them before the kernel it follows (PDL) has finished. */
+  int32_t constant_operands;
 } ember_k_gemm_wgmma_params;
 
 /* ember_conv_halo<n>_<f16|bf16> (conv_halo.cu, sm_90a): a CONV2D of stride 1, dilation 1

@@ -10,23 +10,33 @@
  * thread waits for a stage to be empty, then has the TMA copy x's 128 x 64 and w's 256 x
  * 64 tiles into it (128-byte rows with the 128-byte swizzle, the layout wgmma's
  * descriptors name; zeros past the tensors' ends), and the stage's full barrier counts
- * their bytes. Warpgroups 1 and 2 are the consumers, 64 rows each (wgmma's M) by all 256
- * columns (N): each waits for a stage to be full, issues its 4 m64n256k16 MMAs, and once
- * the MMAs of the stage before have completed (wgmma.wait_group 1) releases that one to
- * the producer (an arrival per warp on its empty barrier). The producer gives most of
- * its registers to the consumers (setmaxnreg), who hold 128 accumulators a thread.
- *
- * With EMBER_K_GEMM_WGMMA_CLUSTER 2, blocks pair up on consecutive row tiles of one
- * column tile and each copies half of w's tile into both (TMA multicast; the empty
- * barriers then count both blocks' consumers). On the H200 that was slower, so it is 1.
- *
- * The epilogue adds the bias and rounds to the dtype (the unfused LINEAR's stored
- * output) into shared memory, then applies the activation on the way out, 16 bytes a
+ * their bytes. When w and the bias are the plan's constants, the first stages' w copies
+ * go out before the kernel waits for the one before it (PDL), so that only x's are left
+ * once it has finished. Warps 1-3 of the producer put the tile's bias in shared memory
+ * for the epilogue. Warpgroups 1 and 2 are the consumers, 64 rows each (wgmma's M) by
+ * all 256 columns (N): each waits for a stage to be full, issues its 4 m64n256k16 MMAs,
+ * and once the MMAs of the stage before have completed (wgmma.wait_group 1) releases
+ * that one to the producer (an arrival per warp on its empty barrier). The producer gives
+ * most of its registers to the consumers (setmaxnreg), who hold 128 accumulators a
  * thread.
  *
- * The executor takes this kernel only with EMBER_CUDA_GEMM_WGMMA=1 (cuda_executor.c
- * uses_gemm_wgmma says why): the activation's arithmetic runs after the MMAs, not beside
- * them, and the MMA loop is slower than cuBLASLt's. */
+ * With EMBER_K_GEMM_WGMMA_CLUSTER 2 (or 4), blocks group on consecutive row tiles of one
+ * column tile and each copies its share of w's tile into all of them (TMA multicast; the
+ * empty barriers then count every block's consumers). On an H100 clusters of 2 were
+ * slower (18.2 against 16.4 us for 4096 x 1024 x 1024, same process), and only 30
+ * clusters of 4 fit at once (120 of 128 blocks), so it is 1.
+ *
+ * The epilogue adds the bias and rounds to the dtype (the unfused LINEAR's stored
+ * output) into shared memory, four 8 x 8 fragments a stmatrix, then applies the
+ * activation on the way out, 16 bytes a thread. It is what the kernel spends beyond its
+ * MMAs: on an H100, of 15.5 us for 4096 x 1024 x 1024 without an activation (PDL), the
+ * MMA loop took 10.0 and the epilogue 2.8 (bias and fragments 1.0, stores 1.8), and the
+ * erf GELU made the stores 4.5 (its arithmetic issue-bound; globaltimer stamps of each
+ * block's phases, in a probe of this kernel before its stmatrix epilogue: bench/RESULTS.md,
+ * the twenty-third session).
+ *
+ * The executor takes this kernel where its tiles fit in one wave (cuda_executor.c
+ * linear_takes_gemm_wgmma says why). */
 #include "wgmma.cuh"
 
 namespace ember {
@@ -40,17 +50,23 @@ constexpr int kGemmStageBytes = (kGemmBM + kGemmBN) * kGemmBK * 2;
 static_assert(kGemmBK * 2 == 128, "one K tile is one 128-byte swizzle row");
 static_assert(kGemmStageBytes % 1024 == 0 && kGemmXBytes % 1024 == 0,
               "tiles keep the swizzle's alignment");
-static_assert(kGemmStages * kGemmStageBytes + kGemmStages * 16 + 1024 ==
+constexpr int kGemmBarrierBytes = kGemmStages * 16;
+static_assert(kGemmStages * kGemmStageBytes + kGemmBarrierBytes + kGemmBN * 4 + 1024 ==
                   EMBER_K_GEMM_WGMMA_SMEM_BYTES,
               "the host's size");
 static_assert(EMBER_K_GEMM_WGMMA_THREADS == 384 && kGemmBM == 128 && kGemmBN == 256,
               "a producer and two consumer warpgroups of 64 rows by 256 columns");
 constexpr uint32_t kGemmConsumerWarps = 8;
+/* Barrier 1 before the epilogue: the consumers, and the producer's warps 1-3, which write
+ * the bias tile. */
+constexpr int kGemmEpilogueThreads = 256 + 96;
 constexpr int kGemmOutStride = kGemmBN + 8; /* elements between rows of the epilogue's tile */
 static_assert(2 * 64 * kGemmOutStride * 2 <= kGemmStages * kGemmStageBytes,
               "both warpgroups' epilogue tiles fit in the ring");
 constexpr int kGemmCluster = EMBER_K_GEMM_WGMMA_CLUSTER;
-static_assert(kGemmCluster == 1 || kGemmCluster == 2, "blocks of a cluster sharing w's tile");
+static_assert((kGemmCluster == 1 || kGemmCluster == 2 || kGemmCluster == 4) &&
+                  kGemmBN % (8 * kGemmCluster) == 0,
+              "blocks of a cluster sharing w's tile in whole groups of 8 rows");
 
 /* Writes a warpgroup's 64 rows (from row0) by BN columns (from n0) of y from its tile in
  * shared memory, applying activation kAct: 16 bytes (8 columns) a thread at a time, a
@@ -60,7 +76,7 @@ __device__ __forceinline__ void store_gemm_tile(const ember_k_gemm_wgmma_params&
                                                 const uint16_t* tile, int row0, int n0) {
   uint16_t* y = reinterpret_cast<uint16_t*>(p.y);
   const int thread = threadIdx.x & 127;
-#pragma unroll 1
+#pragma unroll 2
   for (int v = thread; v < 64 * (kGemmBN / 8); v += 128) {
     const int r = v / (kGemmBN / 8), c = (v % (kGemmBN / 8)) * 8;
     if (row0 + r >= p.rows || n0 + c >= p.n) continue;
@@ -75,8 +91,8 @@ __device__ __forceinline__ void store_gemm_tile(const ember_k_gemm_wgmma_params&
 /* The consumer warpgroups' part: the MMAs over every K tile, then the epilogue. */
 template <typename T, typename Full, typename Empty>
 __device__ __forceinline__ void gemm_wgmma_consume(const ember_k_gemm_wgmma_params& p,
-                                                   uint8_t* smem, Full full, Empty empty, int m0,
-                                                   int n0) {
+                                                   uint8_t* smem, const float* bias_tile,
+                                                   Full full, Empty empty, int m0, int n0) {
   const uint32_t ring = shared_address(smem);
   const int tid = threadIdx.x;
   const int group = (tid >> 7) - 1, warp = (tid >> 5) & 3, lane = tid & 31;
@@ -96,10 +112,10 @@ __device__ __forceinline__ void gemm_wgmma_consume(const ember_k_gemm_wgmma_para
     }
     wgmma_commit();
     wgmma_wait<1>(); /* the MMAs of tile kt - 1 have read their stage */
-    if (kt > 0 && lane == 0) {
+    if (kt > 0 && lane < kGemmCluster) { /* lane r: the block of rank r's barrier */
       const uint32_t released = empty((kt - 1) % kGemmStages);
       if constexpr (kGemmCluster > 1) {
-        for (uint32_t r = 0; r < (uint32_t)kGemmCluster; ++r) mbarrier_arrive_cluster(released, r);
+        mbarrier_arrive_cluster(released, (uint32_t)lane);
       } else {
         mbarrier_arrive(released);
       }
@@ -109,25 +125,30 @@ __device__ __forceinline__ void gemm_wgmma_consume(const ember_k_gemm_wgmma_para
   fence_accumulators(acc);
 
   /* Accumulator 4j + e: row 64·group + 16·warp + lane / 4 (+8 for e >= 2), column
-   * 8j + 2·(lane % 4) + e % 2. Biased and rounded (the unfused LINEAR's stored output)
-   * into this warpgroup's 64 rows of the ring: rows of BN + 8 elements, so that the 8 rows
-   * of a warp's pairs fall on distinct banks. Both consumer warpgroups first wait for each
-   * other (barrier 1): the other one's last MMAs may still read the stages underneath. */
-  asm volatile("bar.sync 1, 256;\n" ::: "memory");
+   * 8j + 2·(lane % 4) + e % 2: each (j, e / 2) is one 8 x 8 fragment of stmatrix's layout.
+   * Biased and rounded (the unfused LINEAR's stored output) into this warpgroup's 64 rows
+   * of the ring, four fragments a stmatrix: rows of BN + 8 elements, so that a fragment's 8
+   * rows fall on distinct banks. Both consumer warpgroups first wait for each other
+   * (barrier 1): the other one's last MMAs may still read the stages underneath; the
+   * producer's bias warps arrive there too, once the bias tile is written. */
+  asm volatile("bar.sync 1, %0;\n" ::"n"(kGemmEpilogueThreads) : "memory");
   uint16_t* tile = reinterpret_cast<uint16_t*>(smem) + group * 64 * kGemmOutStride;
-  const uint16_t* bias = reinterpret_cast<const uint16_t*>(p.bias);
-  const int row = 16 * warp + (lane >> 2);
+  /* This thread's row address for stmatrix: fragment lane / 8 = (column group j + f / 2,
+   * rows + 8 for odd f), row lane % 8 of it. */
+  const int fragment = lane >> 3;
+  const uint32_t row_address =
+      shared_address(tile + (16 * warp + (lane & 7) + 8 * (fragment & 1)) * kGemmOutStride +
+                     8 * (fragment >> 1));
 #pragma unroll
-  for (int j = 0; j < 32; ++j) {
-    const int col = 8 * j + 2 * (lane & 3);
-    const bool inside = p.has_bias && n0 + col < p.n; /* n is a multiple of 8 */
-    const float b0 = inside ? Bits<T>::to_float(bias[n0 + col]) : 0.0f;
-    const float b1 = inside ? Bits<T>::to_float(bias[n0 + col + 1]) : 0.0f;
+  for (int j = 0; j < 32; j += 2) {
+    uint32_t pairs[4];
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const uint32_t pair = Mma<T>::pack(acc[4 * j + 2 * h] + b0, acc[4 * j + 2 * h + 1] + b1);
-      *reinterpret_cast<uint32_t*>(tile + (row + 8 * h) * kGemmOutStride + col) = pair;
+    for (int f = 0; f < 4; ++f) {
+      const int jj = j + (f >> 1), e = 2 * (f & 1);
+      const float2 b = *reinterpret_cast<const float2*>(bias_tile + 8 * jj + 2 * (lane & 3));
+      pairs[f] = Mma<T>::pack(acc[4 * jj + e] + b.x, acc[4 * jj + e + 1] + b.y);
     }
+    stmatrix_x4(row_address + (uint32_t)(j * 8 * 2), pairs);
   }
   /* The warpgroup's own barrier (2 and 3; 0 is __syncthreads'). */
   asm volatile("bar.sync %0, 128;\n" ::"r"(group + 2) : "memory");
@@ -143,6 +164,52 @@ __device__ __forceinline__ void gemm_wgmma_consume(const ember_k_gemm_wgmma_para
   }
 }
 
+/* The producer's copies of w's tile for K tile kt into stage memory x_tile (after x's),
+ * counted by barrier `bar`: all of it, or with clusters this block's share of it into
+ * every block of the cluster. */
+__device__ __forceinline__ void copy_w_tile(const ember_k_gemm_wgmma_params& p, uint32_t x_tile,
+                                            int kt, int n0, uint32_t rank, uint32_t bar) {
+  if constexpr (kGemmCluster > 1) {
+    constexpr int kShare = kGemmBN / kGemmCluster;
+    tma_load_2d_multicast(x_tile + (uint32_t)(kGemmXBytes + (int)rank * kShare * 128), &p.w_map,
+                          kt * kGemmBK, n0 + (int)rank * kShare, bar,
+                          (uint16_t)((1u << kGemmCluster) - 1u));
+  } else {
+    (void)rank;
+    tma_load_2d(x_tile + (uint32_t)kGemmXBytes, &p.w_map, kt * kGemmBK, n0, bar);
+  }
+}
+
+/* The producer's one thread: every K tile's copies into the ring. With constant operands
+ * the first stages' w copies go out before the previous kernel has finished (PDL), x's
+ * only after: that kernel may be what writes x. */
+template <typename Full, typename Empty>
+__device__ __forceinline__ void gemm_wgmma_produce(const ember_k_gemm_wgmma_params& p,
+                                                   uint32_t ring, Full full, Empty empty, int m0,
+                                                   int n0, uint32_t rank) {
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(&p.x_map) : "memory");
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(&p.w_map) : "memory");
+  const int early = p.constant_operands ? min(kGemmStages, p.k_tiles) : 0;
+  for (int kt = 0; kt < early; ++kt) {
+    mbarrier_expect_tx(full(kt), (uint32_t)kGemmStageBytes);
+    copy_w_tile(p, ring + (uint32_t)(kt * kGemmStageBytes), kt, n0, rank, full(kt));
+  }
+  wait_previous_grid();
+  for (int kt = 0; kt < p.k_tiles; ++kt) {
+    const int s = kt % kGemmStages;
+    const uint32_t x_tile = ring + (uint32_t)(s * kGemmStageBytes);
+    if (kt >= early) {
+      /* Use u of a stage waits for the consumers' release of use u - 1 (in every block of
+       * the cluster: this block's copies land in all of them), the u-th phase of its empty
+       * barrier; the first use of each waits for nothing. */
+      if (kt >= kGemmStages) mbarrier_wait(empty(s), (uint32_t)((kt / kGemmStages - 1) & 1));
+      mbarrier_expect_tx(full(s), (uint32_t)kGemmStageBytes);
+      copy_w_tile(p, x_tile, kt, n0, rank, full(s));
+    }
+    tma_load_2d(x_tile, &p.x_map, kt * kGemmBK, m0, full(s));
+  }
+}
+
 template <typename T>
 __device__ __forceinline__ void gemm_wgmma(const ember_k_gemm_wgmma_params& p, uint8_t* smem) {
   const int tid = threadIdx.x, warpgroup = tid >> 7;
@@ -153,6 +220,7 @@ __device__ __forceinline__ void gemm_wgmma(const ember_k_gemm_wgmma_params& p, u
   const int m0 = (int)((pair / (uint32_t)p.n_tiles) * (uint32_t)kGemmCluster + rank) * kGemmBM;
   const uint32_t ring = shared_address(smem);
   const uint32_t bars = ring + (uint32_t)(kGemmStages * kGemmStageBytes);
+  float* bias_tile = reinterpret_cast<float*>(smem + kGemmStages * kGemmStageBytes + kGemmBarrierBytes);
   auto full = [&](int s) { return bars + (uint32_t)(8 * s); };
   auto empty = [&](int s) { return bars + (uint32_t)(8 * (kGemmStages + s)); };
   if (tid == 0) {
@@ -171,29 +239,21 @@ __device__ __forceinline__ void gemm_wgmma(const ember_k_gemm_wgmma_params& p, u
   if (warpgroup == 0) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
     if (tid == 0) {
-      for (int kt = 0; kt < p.k_tiles; ++kt) {
-        const int s = kt % kGemmStages;
-        /* Use u of a stage waits for the consumers' release of use u - 1 (in every block
-         * of the cluster: this block's copies land in all of them), the u-th phase of its
-         * empty barrier; the first use of each waits for nothing. */
-        if (kt >= kGemmStages) mbarrier_wait(empty(s), (uint32_t)((kt / kGemmStages - 1) & 1));
-        mbarrier_expect_tx(full(s), (uint32_t)kGemmStageBytes);
-        const uint32_t x_tile = ring + (uint32_t)(s * kGemmStageBytes);
-        tma_load_2d(x_tile, &p.x_map, kt * kGemmBK, m0, full(s));
-        if constexpr (kGemmCluster > 1) {
-          /* This block's share of w's tile, into every block of the cluster. */
-          constexpr int kShare = kGemmBN / kGemmCluster;
-          tma_load_2d_multicast(x_tile + (uint32_t)(kGemmXBytes + (int)rank * kShare * 128), &p.w_map,
-                                kt * kGemmBK, n0 + (int)rank * kShare, full(s),
-                                (uint16_t)((1u << kGemmCluster) - 1u));
-        } else {
-          tma_load_2d(x_tile + (uint32_t)kGemmXBytes, &p.w_map, kt * kGemmBK, n0, full(s));
-        }
+      gemm_wgmma_produce(p, ring, full, empty, m0, n0, rank);
+    } else if (tid >= 32) {
+      /* Warps 1-3: the tile's bias in float32 for the epilogue, zeros past n or without
+       * one. */
+      if (!p.constant_operands) wait_previous_grid();
+      const uint16_t* bias = reinterpret_cast<const uint16_t*>(p.bias);
+      for (int c = tid - 32; c < kGemmBN; c += 96) {
+        bias_tile[c] = p.has_bias && n0 + c < p.n ? Bits<T>::to_float(bias[n0 + c]) : 0.0f;
       }
+      asm volatile("bar.arrive 1, %0;\n" ::"n"(kGemmEpilogueThreads) : "memory");
     }
   } else {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
-    gemm_wgmma_consume<T>(p, smem, full, empty, m0, n0);
+    wait_previous_grid(); /* y may be memory the previous kernel reads */
+    gemm_wgmma_consume<T>(p, smem, bias_tile, full, empty, m0, n0);
   }
   /* No block leaves while another may still arrive at its barriers. */
   if constexpr (kGemmCluster > 1) cluster_sync();
@@ -218,7 +278,7 @@ __device__ __forceinline__ void gemm_wgmma_entry(const ember_k_gemm_wgmma_params
   extern "C" __global__ void __launch_bounds__(EMBER_K_GEMM_WGMMA_THREADS, 1)              \
       __cluster_dims__(EMBER_K_GEMM_WGMMA_CLUSTER, 1, 1)                                   \
       ember_gemm_wgmma_##suffix(const __grid_constant__ ember_k_gemm_wgmma_params p) {     \
-    ember::begin_after_previous_grid();                                                    \
+    ember::allow_next_grid(); /* the waits are gemm_wgmma's: w is copied before them */   \
     ember::gemm_wgmma_entry<type>(p);                                                      \
   }
 EMBER_GEMM_WGMMA_KERNEL(f16, __half)

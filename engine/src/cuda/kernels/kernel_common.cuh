@@ -160,7 +160,9 @@ __device__ __forceinline__ float exp2_approx(float x) {
  * bfloat16 ulp; past x = -13 the result (under 1e-37) flushes to zero. erff takes one of
  * two polynomial branches by |x|, and a warp holding both kinds runs both; this has no
  * branch: about 20 instructions an element, against about 40 with a branch for +inf and
- * the IEEE-careful reciprocal and exponential (the MLP's GELU kernels issue-bound). */
+ * the IEEE-careful reciprocal and exponential (the MLP's GELU kernels issue-bound). At
+ * x = ±inf, t and the exponential are 0, so both forms are inf·0: NaN, as activate()
+ * gives, without a test for it. */
 __device__ __forceinline__ float gelu_erf_16bit(float x) {
   const float t = rcp_approx(fmaf(fabsf(x), 0.35355339059327376220f, 1.0f)); /* 1 + z/2 >= 1 */
   float poly = fmaf(t, 2.46517298e-01f, -1.18611495e+00f);
@@ -175,8 +177,7 @@ __device__ __forceinline__ float gelu_erf_16bit(float x) {
   /* log2(e)·(-z² + P(t)) = x²·(-log2(e)/2) + log2(e)·P(t) */
   const float erfc_z = t * exp2_approx(fmaf(x * x, -0.72134752044448170368f, poly));
   const float half_x = 0.5f * x;
-  const float y = x < 0.0f ? half_x * erfc_z : fmaf(-half_x, erfc_z, x); /* 0.5·x·(2 - erfc) */
-  return x == __int_as_float(0x7f800000) ? __int_as_float(0x7fc00000) : y; /* as activate() */
+  return x < 0.0f ? half_x * erfc_z : fmaf(-half_x, erfc_z, x); /* 0.5·x·(2 - erfc) */
 }
 
 /* activate() for outputs of type T: GELU's erf form by gelu_erf_16bit for 16-bit types. */
@@ -242,11 +243,19 @@ __device__ __forceinline__ float block_max(float v, float* scratch) {
  * an edge (eager launches, a GEMM's neighbours, other settings) both are no-ops. Each
  * kernel waits on the one before, so a kernel's predecessors have all finished once its
  * wait returns. Before sm_90 there is no such launch. */
-__device__ __forceinline__ void begin_after_previous_grid() {
+__device__ __forceinline__ void wait_previous_grid() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void allow_next_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" :::);
 #endif
+}
+__device__ __forceinline__ void begin_after_previous_grid() {
+  wait_previous_grid();
+  allow_next_grid();
 }
 
 }  // namespace ember

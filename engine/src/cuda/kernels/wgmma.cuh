@@ -137,6 +137,15 @@ __device__ __forceinline__ void wgmma_mma(float (&d)[N / 2], uint64_t a, uint64_
 #undef EMBER_WGMMA_REGS112
 #undef EMBER_WGMMA_REGS128
 
+/* Four 8 x 8 matrices of 16-bit elements to shared memory, each from the registers
+ * r[i] of a warp in mma's fragment layout (lane holds row lane / 4, columns 2·(lane % 4)
+ * and + 1); lanes 8i to 8i + 7 give the addresses of matrix i's rows (16-byte aligned). */
+__device__ __forceinline__ void stmatrix_x4(uint32_t address, const uint32_t (&r)[4]) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(address),
+               "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+               : "memory");
+}
+
 /* An mbarrier in shared memory (its 8 bytes at `bar`): init with the arrivals a phase
  * takes; expect_tx arrives and adds the bytes the phase also waits for (what the tensor
  * copies that name it will deliver); wait spins until the phase of the given parity has
@@ -204,12 +213,13 @@ __device__ __forceinline__ void tma_load_2d_multicast(uint32_t dst, const void* 
 }
 
 /* An arrival on the barrier at offset `bar` of the cluster's block of rank `rank` (this
- * block's own too). */
+ * block's own too), with the default semantics (release at the scope of the CTA): it
+ * orders no memory of ours that the other block reads; a release at cluster scope made
+ * the consumers' every stage wait for it. */
 __device__ __forceinline__ void mbarrier_arrive_cluster(uint32_t bar, uint32_t rank) {
   uint32_t remote;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(bar), "r"(rank));
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote)
-               : "memory");
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
 }
 
 __device__ __forceinline__ uint32_t cluster_rank() {
