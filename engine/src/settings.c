@@ -27,16 +27,16 @@ static void read_flag(const char* name, bool* value) {
   }
 }
 
-/* EMBER_CUDA_PDL: 0, 1 or auto; unset or empty keeps *mode. */
-static void read_pdl_mode(const char* name, ember_pdl_mode* mode) {
+/* A 0|1|auto variable: unset or empty keeps *mode. */
+static void read_mode(const char* name, ember_mode* mode) {
   const char* text = getenv(name);
   if (text == NULL || text[0] == '\0') return;
   if (strcmp(text, "0") == 0) {
-    *mode = EMBER_PDL_OFF;
+    *mode = EMBER_MODE_OFF;
   } else if (strcmp(text, "1") == 0) {
-    *mode = EMBER_PDL_ON;
+    *mode = EMBER_MODE_ON;
   } else if (strcmp(text, "auto") == 0) {
-    *mode = EMBER_PDL_AUTO;
+    *mode = EMBER_MODE_AUTO;
   } else {
     report_invalid(name, text, "0, 1 or auto");
   }
@@ -49,7 +49,8 @@ static void settings_read(void) {
   settings.cuda_conv_nhwc_gemm = true;
   settings.cuda_conv_fold = true;
   settings.cuda_conv_halo = true;
-  settings.cuda_pdl = EMBER_PDL_AUTO;
+  settings.cuda_gemm_wgmma = EMBER_MODE_AUTO;
+  settings.cuda_pdl = EMBER_MODE_AUTO;
   const char* executor = getenv("EMBER_EXECUTOR");
   if (executor != NULL && executor[0] != '\0') {
     if (strcmp(executor, "cpu") == 0) {
@@ -67,11 +68,11 @@ static void settings_read(void) {
   }
   read_flag("EMBER_CUDA_GRAPHS", &settings.cuda_graphs);
   read_flag("EMBER_CUDA_WGMMA", &settings.cuda_wgmma);
-  read_flag("EMBER_CUDA_GEMM_WGMMA", &settings.cuda_gemm_wgmma);
+  read_mode("EMBER_CUDA_GEMM_WGMMA", &settings.cuda_gemm_wgmma);
   read_flag("EMBER_CUDA_CONV_NHWC_GEMM", &settings.cuda_conv_nhwc_gemm);
   read_flag("EMBER_CUDA_CONV_FOLD", &settings.cuda_conv_fold);
   read_flag("EMBER_CUDA_CONV_HALO", &settings.cuda_conv_halo);
-  read_pdl_mode("EMBER_CUDA_PDL", &settings.cuda_pdl);
+  read_mode("EMBER_CUDA_PDL", &settings.cuda_pdl);
   read_flag("EMBER_CUDA_PROFILE", &settings.cuda_profile);
 }
 

@@ -11,13 +11,17 @@
  *                                  mma.sync form even on a GPU with wgmma (default 1),
  *                                  and EMBER_CUDA_GEMM_WGMMA is off. For testing that
  *                                  form on Hopper, and measurement.
- *   EMBER_CUDA_GEMM_WGMMA=0|1      1: a LINEAR with an activation cuBLASLt cannot fuse
+ *   EMBER_CUDA_GEMM_WGMMA=0|1|auto a LINEAR with an activation cuBLASLt cannot fuse
  *                                  (GELU's erf form, SIGMOID, TANH, SILU) runs as one
  *                                  gemm_wgmma kernel on Hopper instead of a cuBLASLt
- *                                  GEMM and a kernel for the activation (default 0: on
- *                                  the H200 it ran the MLP at batch 4096 1.3x slower,
- *                                  though a program whose GEMMs all take it skips
- *                                  cuBLASLt's load and heuristics at create).
+ *                                  GEMM and a kernel for the activation. auto (the
+ *                                  default): where its 128 x 256 tiles fit in one wave
+ *                                  of the GPU's SMs (the MLP's 4096 x 1024 x 1024; with
+ *                                  more waves cuBLASLt's GEMM and the activation kernel
+ *                                  are faster, cuda_executor.c says by how much). 1:
+ *                                  wherever the kernel can, 0: never; for measurement.
+ *                                  A program whose GEMMs all take it skips cuBLASLt's
+ *                                  load and heuristics at create.
  *   EMBER_CUDA_CONV_NHWC_GEMM=0|1  0: convs too small for the implicit-GEMM kernel run as
  *                                  im2col + GEMM in NCHW only, not channels last with
  *                                  the output channels as M (default 1). For measurement.
@@ -51,8 +55,8 @@
 
 #include "ember/ember.h"
 
-/* EMBER_CUDA_PDL. */
-typedef enum ember_pdl_mode { EMBER_PDL_OFF, EMBER_PDL_ON, EMBER_PDL_AUTO } ember_pdl_mode;
+/* A 0|1|auto variable (EMBER_CUDA_PDL, EMBER_CUDA_GEMM_WGMMA). */
+typedef enum ember_mode { EMBER_MODE_OFF, EMBER_MODE_ON, EMBER_MODE_AUTO } ember_mode;
 
 typedef struct ember_settings {
   /* Whether EMBER_EXECUTOR was set (to a valid value), and to what. */
@@ -60,11 +64,11 @@ typedef struct ember_settings {
   ember_executor_kind executor;
   bool cuda_graphs;
   bool cuda_wgmma;
-  bool cuda_gemm_wgmma;
+  ember_mode cuda_gemm_wgmma;
   bool cuda_conv_nhwc_gemm;
   bool cuda_conv_fold;
   bool cuda_conv_halo;
-  ember_pdl_mode cuda_pdl;
+  ember_mode cuda_pdl;
   bool cuda_profile;
   /* Non-empty when a variable holds a value that means nothing: the error to report. */
   char invalid_message[160];

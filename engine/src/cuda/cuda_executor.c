@@ -1063,14 +1063,12 @@ static bool is_16bit_float(ember_dtype dtype) {
 }
 
 /* Whether this executor runs LINEARs with the activations cuBLASLt lacks on gemm_wgmma:
- * compute capability 9.0, EMBER_CUDA_GEMM_WGMMA=1 and EMBER_CUDA_WGMMA not 0. Off by
- * default: on the H200 the MLP's four 4096 x 1024 x 1024 LINEAR + erf GELU pairs took
- * 121.5 us on it against 93.2 on cuBLASLt and the GELU kernel (same run), as the erf's
- * arithmetic (~40 instructions an element) runs after the MMAs instead of beside them
- * and the MMA loop itself is slower than cuBLASLt's. */
+ * compute capability 9.0, EMBER_CUDA_GEMM_WGMMA not 0 and EMBER_CUDA_WGMMA not 0 (which
+ * LINEARs: linear_takes_gemm_wgmma). */
 static bool uses_gemm_wgmma(const ember_cuda_executor* executor) {
   const ember_settings* settings = ember_settings_get();
-  return executor->kernels.gemm_wgmma && settings->cuda_wgmma && settings->cuda_gemm_wgmma;
+  return executor->kernels.gemm_wgmma && settings->cuda_wgmma &&
+         settings->cuda_gemm_wgmma != EMBER_MODE_OFF;
 }
 
 /* Whether LINEAR op runs with activation `next` (which reads its output) on the
@@ -1078,7 +1076,15 @@ static bool uses_gemm_wgmma(const ember_cuda_executor* executor) {
  * form, SIGMOID, TANH, SILU), weight [N, K], float16 or bfloat16 throughout, K and N
  * multiples of 8 (the tensor maps' row pitch, the 16-byte vectors the epilogue stores), sizes
  * within int32, more rows than the gemv kernel takes and enough 128 x 256 tiles, on an
- * executor that uses the kernel (uses_gemm_wgmma). */
+ * executor that uses the kernel (uses_gemm_wgmma); under EMBER_CUDA_GEMM_WGMMA=auto, also
+ * no more tiles than SMs. In one wave the activation costs less in its epilogue than as a
+ * kernel of its own: on an H100 the MLP at batch 4096 (four 4096 x 1024 x 1024 LINEAR +
+ * erf GELU pairs, 128 tiles each) ran in 77.4-77.7 us on it against 84.0 on cuBLASLt and
+ * the GELU kernel, and created in 16 ms instead of 146 (same device call). With more waves
+ * each one pays the activation after its MMAs, and it gained nothing: the encoder at batch
+ * 32 (four 4096 x 3072 x 768 GELU LINEARs, 384 tiles) ran in 555-568 us with
+ * EMBER_CUDA_GEMM_WGMMA=1 against 565-570 without (same call), so those stay on the
+ * library's GEMM. */
 static bool linear_takes_gemm_wgmma(const ember_cuda_executor* executor, const ember_op_desc* op,
                                     const ember_op_desc* next) {
   const ember_plan* plan = executor->plan;
@@ -1108,7 +1114,9 @@ static bool linear_takes_gemm_wgmma(const ember_cuda_executor* executor, const e
   if (rows > INT32_MAX) return false;
   const uint64_t tiles = ceil_div_u64(rows, EMBER_K_GEMM_WGMMA_BM) *
                          ceil_div_u64((uint64_t)n, EMBER_K_GEMM_WGMMA_BN);
-  return tiles >= EMBER_CUDA_GEMM_WGMMA_MIN_TILES && tiles <= INT32_MAX;
+  return tiles >= EMBER_CUDA_GEMM_WGMMA_MIN_TILES && tiles <= INT32_MAX &&
+         (ember_settings_get()->cuda_gemm_wgmma == EMBER_MODE_ON ||
+          tiles <= (uint64_t)executor->sm_count);
 }
 
 /* One 2-D tensor map of `rows` rows of k 2-byte elements at `address`, boxes of box_k x
@@ -4919,9 +4927,9 @@ static ember_status* open_device(ember_cuda_executor* executor) {
   }
   if (executor->sm_count < 1) executor->sm_count = 1;
   /* Programmatic dependent launch came with compute capability 9.0. */
-  const ember_pdl_mode pdl = ember_settings_get()->cuda_pdl;
-  executor->use_pdl = executor->use_graph && major >= 9 && pdl == EMBER_PDL_ON;
-  executor->pdl_auto = executor->use_graph && major >= 9 && pdl == EMBER_PDL_AUTO;
+  const ember_mode pdl = ember_settings_get()->cuda_pdl;
+  executor->use_pdl = executor->use_graph && major >= 9 && pdl == EMBER_MODE_ON;
+  executor->pdl_auto = executor->use_graph && major >= 9 && pdl == EMBER_MODE_AUTO;
   CU_CHECK(executor, driver->cuDevicePrimaryCtxRetain(&executor->context, executor->device),
            "cuDevicePrimaryCtxRetain");
   return NULL;

@@ -377,6 +377,7 @@ ONLY_DTYPES = {"sdpa_flash_encoder": ("f16",),
                # The CPU reference's time: float32 (cuBLASLt, a control) in the small ones.
                "gemm_wgmma_gelu_tails": ("f16", "bf16"), "gemm_wgmma_silu_grid": ("f16", "bf16"),
                "gemm_wgmma_sigmoid_rank3": ("f16", "bf16"), "gemm_wgmma_long_k": ("f16", "bf16"),
+               "gemm_wgmma_waves": ("f16", "bf16"),
                "conv2d_halo_units": ("f16", "bf16"), "conv2d_halo_images_nchw": ("f16", "bf16"),
                "conv2d_halo_images_last": ("f16", "bf16"),
                "conv2d_halo_pool_stem": ("f16", "bf16"),
@@ -1554,6 +1555,14 @@ def gemm_wgmma_cases():
     yield ("gemm_wgmma_k60", -2.0, 2.0,
            linear_act(8200, 60, 8, pw.Op.GELU, 0, True, True))
 
+def gemm_wgmma_waves_cases():
+    """The control of EMBER_CUDA_GEMM_WGMMA=auto: 66 x 3 = 198 tiles of 128 x 256, more
+    than an H100's or H200's 132 SMs, which auto leaves on cuBLASLt + the GELU kernel and
+    1 runs on gemm_wgmma (after the other cases, so their seeds stay as they were)."""
+    yield ("gemm_wgmma_waves", -2.0, 2.0,
+           linear_act(8448, 16, 768, pw.Op.GELU, 0, True, True))
+
+
 def halo_images_cases():
     """The halo kernel's strips of whole images (resnet18's 7 x 7 convs: two a strip of N
     144), after the other cases, so their seeds stay as they were: 85 images (the last
@@ -1657,7 +1666,8 @@ def main():
                                    list(channels_last_cases()) + list(norm_add_cases()) +
                                    list(gemm_wgmma_cases()) + list(pool_channels_last_cases()) +
                                    list(halo_images_cases()) + list(stem_cases()) +
-                                   list(reduce_columns_cases()) + list(gemv_groups_cases())):
+                                   list(reduce_columns_cases()) + list(gemv_groups_cases()) +
+                                   list(gemm_wgmma_waves_cases())):
         for dtype_name, dtype in dtypes:
             seed += 1
             if dtype_name not in ONLY_DTYPES.get(name, (dtype_name,)):

@@ -12,6 +12,7 @@
  *   env_bad_flag  run with EMBER_CUDA_PROFILE=yes: creating a program is
  *             EMBER_INVALID_ARGUMENT naming the variable and what it must be.
  *   env_bad_pdl  the same with EMBER_CUDA_PDL=on (it takes 0, 1 or auto).
+ *   env_bad_gemm_wgmma  the same with EMBER_CUDA_GEMM_WGMMA=yes (0, 1 or auto too).
  *   profile   run with EMBER_CUDA_PROFILE=1: where CUDA works, a program run 3 times
  *             prints, when destroyed, a per-step report naming 3 runs and the MLP's
  *             LINEAR steps; a program on the CPU executor prints none (the control).
@@ -344,6 +345,8 @@ int main(int argc, char** argv) {
     check_env_bad_flag(plan, size, "EMBER_CUDA_PROFILE is 'yes'; it must be 0 or 1");
   } else if (strcmp(argv[2], "env_bad_pdl") == 0) {
     check_env_bad_flag(plan, size, "EMBER_CUDA_PDL is 'on'; it must be 0, 1 or auto");
+  } else if (strcmp(argv[2], "env_bad_gemm_wgmma") == 0) {
+    check_env_bad_flag(plan, size, "EMBER_CUDA_GEMM_WGMMA is 'yes'; it must be 0, 1 or auto");
   } else if (strcmp(argv[2], "profile") == 0) {
     check_profile(plan, size);
   } else if (strcmp(argv[2], "lazy_cublaslt") == 0) {

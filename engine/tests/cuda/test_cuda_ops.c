@@ -40,6 +40,8 @@
 
 static const ember_cuda_driver* g_driver;
 static CUcontext g_context;
+static int g_sm_count;             /* device 0's SMs */
+static bool g_gemm_wgmma_forced;   /* EMBER_CUDA_GEMM_WGMMA=1 */
 
 /* ---- values ------------------------------------------------------------------------- */
 
@@ -416,18 +418,26 @@ static const struct {
     {"norm_add_", 1},
 };
 
-/* LINEAR + activation cases and how many of those pairs run on the gemm_wgmma kernel in
- * float16 and bfloat16 where the executor uses it (info.gemm_wgmma: an H100 or H200 with
- * EMBER_CUDA_GEMM_WGMMA=1, the cuda.test_cuda_ops_gemm_wgmma variant), each with its
- * activation fused; 0 elsewhere and in float32 (cuBLASLt, then a bias_act kernel). The
- * first matching prefix counts. */
+/* LINEAR + activation cases, how many of those pairs run on the gemm_wgmma kernel in
+ * float16 and bfloat16 where the executor uses it (info.gemm_wgmma: an H100 or H200 unless
+ * EMBER_CUDA_GEMM_WGMMA=0), each with its activation fused, and their 128 x 256 tiles:
+ * under EMBER_CUDA_GEMM_WGMMA=auto (the default) a pair takes the kernel only when its
+ * tiles fit in one wave (no more than the GPU's SMs), under 1 (the
+ * cuda.test_cuda_ops_gemm_wgmma variant) whatever their number. 0 elsewhere and in
+ * float32 (cuBLASLt, then a bias_act kernel). The first matching prefix counts. */
 static const struct {
   const char* prefix;
   uint32_t gemm_wgmmas;
+  uint32_t tiles;
 } kGemmWgmma[] = {
-    {"gemm_wgmma_few_tiles_", 0}, /* 4 tiles of 128 x 256 */
-    {"gemm_wgmma_k60_", 0},       /* K not a multiple of 8 */
-    {"gemm_wgmma_", 1},
+    {"gemm_wgmma_few_tiles_", 0, 4}, /* too few */
+    {"gemm_wgmma_k60_", 0, 65},      /* K not a multiple of 8 */
+    {"gemm_wgmma_gelu_tails_", 1, 66},
+    {"gemm_wgmma_silu_grid_", 1, 64},
+    {"gemm_wgmma_sigmoid_rank3_", 1, 64},
+    {"gemm_wgmma_tanh_k8_", 1, 130},
+    {"gemm_wgmma_long_k_", 1, 65},
+    {"gemm_wgmma_waves_", 1, 198}, /* auto's control: more tiles than an H100's 132 SMs */
 };
 
 /* REDUCE cases and how many of their REDUCEs take 32 contiguous outputs a block, in
@@ -590,7 +600,11 @@ static void run_op_case(const char* dir, const char* name, double low, double hi
   }
   for (size_t c = 0; c < sizeof kGemmWgmma / sizeof kGemmWgmma[0]; ++c) {
     if (strncmp(name, kGemmWgmma[c].prefix, strlen(kGemmWgmma[c].prefix)) != 0) continue;
-    const uint32_t expected = info.gemm_wgmma && !ends_with(name, "_f32") ? kGemmWgmma[c].gemm_wgmmas : 0;
+    const bool one_wave = kGemmWgmma[c].tiles <= (uint32_t)g_sm_count;
+    const uint32_t expected =
+        info.gemm_wgmma && !ends_with(name, "_f32") && (one_wave || g_gemm_wgmma_forced)
+            ? kGemmWgmma[c].gemm_wgmmas
+            : 0;
     EXPECT(info.gemm_wgmmas == expected && info.fused_activations == expected,
            "%s: %u LINEAR + activation on the gemm_wgmma kernel (%u activations fused), "
            "expected %u", name, info.gemm_wgmmas, info.fused_activations, expected);
@@ -1294,6 +1308,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   g_driver->cuDeviceGetName(device_name, (int)sizeof device_name, device);
+  g_driver->cuDeviceGetAttribute(&g_sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device);
+  g_gemm_wgmma_forced = env_is("EMBER_CUDA_GEMM_WGMMA", "1");
   printf("test_cuda_ops: device 0 %s, driver %d, cuBLASLt %zu\n", device_name,
          g_driver->driver_version, lt->version);
 
