@@ -17,8 +17,8 @@
  *                                  GEMM and a kernel for the activation. auto (the
  *                                  default): where its 128 x 256 tiles fit in one wave
  *                                  of the GPU's SMs (the MLP's 4096 x 1024 x 1024; with
- *                                  more waves cuBLASLt's GEMM and the activation kernel
- *                                  are faster, cuda_executor.c says by how much). 1:
+ *                                  more waves it measured no faster than cuBLASLt's GEMM
+ *                                  and the activation kernel: cuda_executor.c). 1:
  *                                  wherever the kernel can, 0: never; for measurement.
  *                                  A program whose GEMMs all take it skips cuBLASLt's
  *                                  load and heuristics at create.
