@@ -235,14 +235,8 @@ __device__ __forceinline__ float block_max(float v, float* scratch) {
   return warp_max(v);
 }
 
-/* The first statement of every kernel entry point. Under programmatic dependent launch
- * (EMBER_CUDA_PDL, the graph's kernel-to-kernel edges) a kernel may be scheduled before
- * the kernel it follows has finished: wait here until that one's writes are visible,
- * before this one reads its inputs or writes over memory the planner reused, and then
- * let the kernel after this one be scheduled as this one's blocks drain. Without such
- * an edge (eager launches, a GEMM's neighbours, other settings) both are no-ops. Each
- * kernel waits on the one before, so a kernel's predecessors have all finished once its
- * wait returns. Before sm_90 there is no such launch. */
+/* The two halves of begin_after_previous_grid (below), for a kernel that reads the
+ * plan's constants between them (gemm_wgmma.cu; check_kernel_entries.py lists it). */
 __device__ __forceinline__ void wait_previous_grid() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
@@ -253,6 +247,14 @@ __device__ __forceinline__ void allow_next_grid() {
   asm volatile("griddepcontrol.launch_dependents;" :::);
 #endif
 }
+/* The first statement of every kernel entry point but gemm_wgmma's. Under programmatic
+ * dependent launch (EMBER_CUDA_PDL, the graph's kernel-to-kernel edges) a kernel may be
+ * scheduled before the kernel it follows has finished: wait here until that one's writes
+ * are visible, before this one reads its inputs or writes over memory the planner
+ * reused, and then let the kernel after this one be scheduled as this one's blocks
+ * drain. Without such an edge (eager launches, a GEMM's neighbours, other settings) both
+ * are no-ops. Each kernel waits on the one before, so a kernel's predecessors have all
+ * finished once its wait returns. Before sm_90 there is no such launch. */
 __device__ __forceinline__ void begin_after_previous_grid() {
   wait_previous_grid();
   allow_next_grid();
