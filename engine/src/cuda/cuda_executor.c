@@ -1020,6 +1020,10 @@ static ember_status* relocate_tensor(ember_cuda_executor* executor, uint32_t t,
   return NULL;
 }
 
+static bool is_16bit_float(ember_dtype dtype) {
+  return dtype == EMBER_DTYPE_FLOAT16 || dtype == EMBER_DTYPE_BFLOAT16;
+}
+
 /* LINEAR op i as the gemv kernel (linear_takes_gemv) with its bias and, when `fused` is
  * an op, that activation, whose output it then writes. The kernel picks 16-byte or
  * element loads from the addresses it is given, so bound pointers need no alignment
@@ -1036,11 +1040,17 @@ static void add_gemv_step(ember_cuda_executor* executor, uint32_t i, uint32_t fu
   p.act = fused != EMBER_PLAN_NO_INDEX ? (int32_t)unary_op_of(plan, &plan->ops[fused])
                                        : EMBER_K_UNARY_IDENTITY;
   p.has_bias = op->num_inputs == 3;
-  /* A warp per column of each group of rows. */
-  const uint64_t groups = ceil_div_u64((uint64_t)p.rows, (uint64_t)EMBER_K_GEMV_GROUP_ROWS);
+  /* A warp per column of each group of rows; past EMBER_K_GEMV_MAX_ROWS in 16-bit types
+   * with K even, a warp per tile of the tensor-core form (gemv.cu gemv_takes_mma). */
+  uint64_t warps = ceil_div_u64((uint64_t)p.rows, (uint64_t)EMBER_K_GEMV_GROUP_ROWS) *
+                   (uint64_t)p.cols;
+  if (is_16bit_float(y->dtype) && p.rows > EMBER_K_GEMV_MAX_ROWS && p.k % 2 == 0) {
+    warps = ceil_div_u64((uint64_t)p.rows, EMBER_K_GEMV_MMA_ROWS) *
+            ceil_div_u64((uint64_t)p.cols, EMBER_K_GEMV_MMA_COLS);
+  }
   ember_cuda_step* step = add_kernel_step(
       executor, i, EMBER_CUDA_KERNEL_GEMV + ember_cuda_dtype_index(y->dtype),
-      grid_for_elements(executor, groups * (uint64_t)p.cols * 32u), &p, sizeof p);
+      grid_for_elements(executor, warps * 32u), &p, sizeof p);
   add_ref(executor, step, ember_plan_op_input(plan, op, 0), offsetof(ember_k_gemv_params, x));
   add_ref(executor, step, ember_plan_op_input(plan, op, 1), offsetof(ember_k_gemv_params, w));
   if (p.has_bias) {
@@ -1057,10 +1067,6 @@ static void add_gemv_step(ember_cuda_executor* executor, uint32_t i, uint32_t fu
 /* Fewer output tiles than this leave most of the GPU idle, where cuBLASLt's smaller tiles
  * (or split K) and a separate activation kernel do better; the conv kernel's bound. */
 #define EMBER_CUDA_GEMM_WGMMA_MIN_TILES 64u
-
-static bool is_16bit_float(ember_dtype dtype) {
-  return dtype == EMBER_DTYPE_FLOAT16 || dtype == EMBER_DTYPE_BFLOAT16;
-}
 
 /* Whether this executor runs LINEARs with the activations cuBLASLt lacks on gemm_wgmma:
  * compute capability 9.0, EMBER_CUDA_GEMM_WGMMA not 0 and EMBER_CUDA_WGMMA not 0 (which

@@ -556,11 +556,17 @@ typedef struct ember_k_bias_act_params {
  * GROUPED_MAX_MACS multiply-adds, a few microseconds, about what cuBLASLt's smallest
  * GEMMs take (resnet18's 64 x 512 x 1000 classifier: 6.9 us profiled); a program whose
  * only GEMMs those are then never loads cuBLASLt, whose load and first heuristic query
- * cost 150-200 ms of init. More rows, or a larger product, go to cuBLASLt. */
+ * cost 150-200 ms of init. More rows, or a larger product, go to cuBLASLt. (In float16
+ * and bfloat16 the kernel takes those rows on the tensor cores instead: MMA_ROWS below.) */
 #define EMBER_K_GEMV_MAX_ROWS 8
 #define EMBER_K_GEMV_GROUP_ROWS 8
 #define EMBER_K_GEMV_GROUPED_MAX_ROWS 64
 #define EMBER_K_GEMV_GROUPED_MAX_MACS (1ull << 26)
+/* Past MAX_ROWS in float16 and bfloat16 (K even, x and w 4-byte aligned) the kernel runs
+ * on the tensor cores instead, a warp per tile of MMA_ROWS x MMA_COLS of y (gemv.cu
+ * gemv_mma), and the host sizes the grid in those tiles. */
+#define EMBER_K_GEMV_MMA_ROWS 16
+#define EMBER_K_GEMV_MMA_COLS 8
 
 typedef struct ember_k_gemv_params {
   uint64_t x;

@@ -1563,6 +1563,15 @@ def gemm_wgmma_waves_cases():
            linear_act(8448, 16, 768, pw.Op.GELU, 0, True, True))
 
 
+def gemv_mma_cases():
+    """The gemv kernel's tensor-core form (9 to 64 rows in float16 and bfloat16, K even):
+    tails in every dim of its 16 x 8 tiles and of K's steps of 16 (13 rows, K 42, N 13),
+    activation fused, the output read by an ADD. After the other cases, so their seeds stay
+    as they were."""
+    yield ("gemv_rows13_k42_n13_gelu_erf", -1.0, 1.0,
+           linear_act(13, 42, 13, pw.Op.GELU, 0, True, False))
+
+
 def halo_images_cases():
     """The halo kernel's strips of whole images (resnet18's 7 x 7 convs: two a strip of N
     144), after the other cases, so their seeds stay as they were: 85 images (the last
@@ -1667,7 +1676,7 @@ def main():
                                    list(gemm_wgmma_cases()) + list(pool_channels_last_cases()) +
                                    list(halo_images_cases()) + list(stem_cases()) +
                                    list(reduce_columns_cases()) + list(gemv_groups_cases()) +
-                                   list(gemm_wgmma_waves_cases())):
+                                   list(gemm_wgmma_waves_cases()) + list(gemv_mma_cases())):
         for dtype_name, dtype in dtypes:
             seed += 1
             if dtype_name not in ONLY_DTYPES.get(name, (dtype_name,)):

@@ -255,6 +255,7 @@ static const struct {
      * cuBLASLt's, whose epilogue takes the RELU. */
     {"gemv_rows9_", 1, 0},        {"gemv_rows16_", 1, 0},      {"gemv_rows23_", 1, 0},
     {"gemv_rows37_", 1, 0},       {"gemv_rows64_", 0, 0},      {"linear_rows65_", 1, 0},
+    {"gemv_rows13_", 1, 0},       /* the tensor-core form's tails in float16 and bfloat16 */
     /* CONV2D takes a RELU into its GEMM's epilogue; after the direct kernel (groups 2) the
      * RELU runs in place on the output, which is not an epilogue. */
     {"conv2d_relu_chain_", 2, 1}, /* the second RELU's output is on the first's bytes */
@@ -1380,7 +1381,8 @@ int main(int argc, char** argv) {
                                         "permute_bool16_f32", "slice_rows_step2_bf16",
                                         "expand_inner_w_f16", "layer_norm_vec768_f16",
                                         "layer_norm_block_f32", "pool_max_resnet_bf16",
-                                        "sdpa_flash_e64_f16", "sdpa_fold_gpt_bf16"};
+                                        "sdpa_flash_e64_f16", "sdpa_fold_gpt_bf16",
+                                        "gemv_rows64_classifier_f16"};
   for (size_t i = 0; i < sizeof binding_cases / sizeof binding_cases[0]; ++i) {
     if (strstr(binding_cases[i], filter) != NULL) run_binding_case(dir, binding_cases[i]);
   }
