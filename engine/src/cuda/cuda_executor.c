@@ -1041,16 +1041,17 @@ static void add_gemv_step(ember_cuda_executor* executor, uint32_t i, uint32_t fu
                                        : EMBER_K_UNARY_IDENTITY;
   p.has_bias = op->num_inputs == 3;
   /* A warp per column of each group of rows; past EMBER_K_GEMV_MAX_ROWS in 16-bit types
-   * with K even, a warp per tile of the tensor-core form (gemv.cu gemv_takes_mma). */
-  uint64_t warps = ceil_div_u64((uint64_t)p.rows, (uint64_t)EMBER_K_GEMV_GROUP_ROWS) *
-                   (uint64_t)p.cols;
+   * with K even, the tensor-core form, a block per tile of y. */
+  uint32_t kernel = EMBER_CUDA_KERNEL_GEMV + ember_cuda_dtype_index(y->dtype);
+  uint64_t threads = ceil_div_u64((uint64_t)p.rows, (uint64_t)EMBER_K_GEMV_GROUP_ROWS) *
+                     (uint64_t)p.cols * 32u;
   if (is_16bit_float(y->dtype) && p.rows > EMBER_K_GEMV_MAX_ROWS && p.k % 2 == 0) {
-    warps = ceil_div_u64((uint64_t)p.rows, EMBER_K_GEMV_MMA_ROWS) *
-            ceil_div_u64((uint64_t)p.cols, EMBER_K_GEMV_MMA_COLS);
+    kernel = EMBER_CUDA_KERNEL_GEMV_MMA + ember_cuda_half_index(y->dtype);
+    threads = ceil_div_u64((uint64_t)p.rows, EMBER_K_GEMV_MMA_ROWS) *
+              ceil_div_u64((uint64_t)p.cols, EMBER_K_GEMV_MMA_COLS) * EMBER_K_BLOCK;
   }
-  ember_cuda_step* step = add_kernel_step(
-      executor, i, EMBER_CUDA_KERNEL_GEMV + ember_cuda_dtype_index(y->dtype),
-      grid_for_elements(executor, warps * 32u), &p, sizeof p);
+  ember_cuda_step* step = add_kernel_step(executor, i, kernel,
+                                          grid_for_elements(executor, threads), &p, sizeof p);
   add_ref(executor, step, ember_plan_op_input(plan, op, 0), offsetof(ember_k_gemv_params, x));
   add_ref(executor, step, ember_plan_op_input(plan, op, 1), offsetof(ember_k_gemv_params, w));
   if (p.has_bias) {

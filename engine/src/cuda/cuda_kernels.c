@@ -96,6 +96,7 @@ static const struct {
     PER_DTYPE(EMBER_CUDA_KERNEL_IM2COL, conv_pool, "ember_im2col"),
     PER_DTYPE(EMBER_CUDA_KERNEL_SDPA_SOFTMAX, attention, "ember_sdpa_softmax"),
     PER_DTYPE(EMBER_CUDA_KERNEL_GEMV, gemv, "ember_gemv"),
+    PER_HALF(EMBER_CUDA_KERNEL_GEMV_MMA, gemv, "ember_gemv_mma"),
     PER_HALF(EMBER_CUDA_KERNEL_SDPA_FLASH, attention, "ember_sdpa_flash"),
     PER_HALF(EMBER_CUDA_KERNEL_CONV_IGEMM, conv_igemm, "ember_conv_igemm"),
     {EMBER_CUDA_KERNEL_NHWC_PACK_2, EMBER_CUDA_MODULE_conv_igemm, "ember_nhwc_pack_2"},

@@ -60,7 +60,9 @@ typedef enum ember_cuda_kernel_id {
   EMBER_CUDA_KERNEL_CONV_HALO_UNITS_256_C16 = 78,
   /* sm_90a only (conv_halo, strips of 144 positions); + dtype index - 1 */
   EMBER_CUDA_KERNEL_CONV_HALO_144 = 80,
-  EMBER_CUDA_KERNEL_COUNT = 82,
+  /* gemv's tensor-core form (9 to 64 rows); + dtype index - 1 */
+  EMBER_CUDA_KERNEL_GEMV_MMA = 82,
+  EMBER_CUDA_KERNEL_COUNT = 84,
 } ember_cuda_kernel_id;
 
 #define EMBER_CUDA_MODULE_COUNT 15

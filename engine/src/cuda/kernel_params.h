@@ -562,9 +562,9 @@ typedef struct ember_k_bias_act_params {
 #define EMBER_K_GEMV_GROUP_ROWS 8
 #define EMBER_K_GEMV_GROUPED_MAX_ROWS 64
 #define EMBER_K_GEMV_GROUPED_MAX_MACS (1ull << 26)
-/* Past MAX_ROWS in float16 and bfloat16 (K even, x and w 4-byte aligned) the kernel runs
- * on the tensor cores instead, a warp per tile of MMA_ROWS x MMA_COLS of y (gemv.cu
- * gemv_mma), and the host sizes the grid in those tiles. */
+/* Past MAX_ROWS in float16 and bfloat16 with K even, a kernel of its own (ember_gemv_mma)
+ * runs on the tensor cores instead, a block per tile of MMA_ROWS x MMA_COLS of y, its
+ * warps splitting K (gemv.cu gemv_mma), and the host sizes the grid in those tiles. */
 #define EMBER_K_GEMV_MMA_ROWS 16
 #define EMBER_K_GEMV_MMA_COLS 8
 

@@ -11,10 +11,10 @@
  * across the warp, then add the bias and apply the activation the executor fused (any
  * that activate() knows, so GELU's erf form too, which cuBLASLt's epilogue lacks).
  *
- * Past EMBER_K_GEMV_MAX_ROWS rows in float16 and bfloat16 (with K even and x and w 4-byte
- * aligned), the tensor cores instead (gemv_mma): the grouped form above holds 106-111
- * registers a thread, so 2 blocks fit an SM and resnet18's 64-row classifier ran as 4
- * waves of latency-bound warps, 17.75 us profiled against cuBLASLt's 6.9. */
+ * Past EMBER_K_GEMV_MAX_ROWS rows in float16 and bfloat16 with K even, the tensor cores
+ * instead (ember_gemv_mma, gemv_mma): the grouped form holds 106-111 registers a thread,
+ * so 2 blocks fit an SM and resnet18's 64-row classifier ran as 4 waves of latency-bound
+ * warps, 17.75 us profiled on an H100 against cuBLASLt's 6.9. */
 #include "kernel_common.cuh"
 #include "tensor_core.cuh"
 
@@ -87,60 +87,82 @@ __device__ __forceinline__ int64_t gemv_rows(const ember_k_gemv_params& p, int64
   return unit;
 }
 
-/* Whether gemv_mma takes these params (the host sizes the grid by the same rule, less the
- * alignment, which only the bound addresses of a run tell: a misaligned run takes the
- * grouped form on that grid, correct along the grid stride). */
-template <typename T>
-__device__ __forceinline__ bool gemv_takes_mma(const ember_k_gemv_params& p) {
-  return sizeof(T) == 2 && p.rows > EMBER_K_GEMV_MAX_ROWS && p.k % 2 == 0 &&
-         ((p.x | p.w) & 3u) == 0;
+/* Pair i (elements 2i and 2i + 1) of a row of 2-byte elements: one 4-byte load where x
+ * and w are 4-byte aligned (so is every row, K being even), else two 2-byte loads. */
+template <bool kAligned>
+__device__ __forceinline__ uint32_t load_pair(const uint16_t* row, int64_t i) {
+  if (kAligned) return reinterpret_cast<const uint32_t*>(row)[i];
+  return (uint32_t)row[2 * i] | (uint32_t)row[2 * i + 1] << 16;
 }
 
-/* A warp per 16 rows by 8 columns of y (EMBER_K_GEMV_MMA_ROWS x EMBER_K_GEMV_MMA_COLS),
- * the m16n8k16 MMA over all of K with float32 accumulators, its fragments loaded straight
+/* A block per 16 rows by 8 columns of y (EMBER_K_GEMV_MMA_ROWS x EMBER_K_GEMV_MMA_COLS),
+ * its warps taking turns over K's steps of 16 with the m16n8k16 MMA and float32
+ * accumulators, then adding their sums in shared memory. The fragments come straight
  * from x and w as pairs of elements (a row's pairs along K are 4 bytes apart): lane
  * (g, q) = (lane / 4, lane % 4) holds x rows g and g + 8 and w row (column of y) g, at
  * pairs q and q + 4 of each 16 of K. Rows and columns past the ends read the last one
- * (their sums are never stored), so the loop over whole steps of K has no branch and its
- * loads, plain ones, go out several steps ahead of their MMAs; the last partial step
- * reads zeros past K. Consecutive warps take consecutive column tiles of one row tile, so
- * a block's warps share x in L1. */
-template <typename T>
+ * (their sums are never stored), so the loop over whole steps has no branch and its
+ * loads, plain ones, go out together; the last partial step reads zeros past K. Why the
+ * warps split K: a warp per tile over all of K gave resnet18's classifier (64 x 512 x
+ * 1000) 500 warps, 63 blocks, 32 dependent steps each: 12.4 us profiled on an H100. */
+template <typename T, bool kAligned>
 __device__ __forceinline__ void gemv_mma(const ember_k_gemv_params& p) {
   static_assert(EMBER_K_GEMV_MMA_ROWS == 16 && EMBER_K_GEMV_MMA_COLS == 8, "m16n8k16");
-  const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
-  const int64_t col_tiles = (p.cols + 7) / 8, units = (p.rows + 15) / 16 * col_tiles;
-  const int64_t pairs = p.k / 2, whole = pairs / 8 * 8;
-  const uint32_t* x = reinterpret_cast<const uint32_t*>(p.x);
-  const uint32_t* w = reinterpret_cast<const uint32_t*>(p.w);
-  for (int64_t unit = global_thread() >> 5; unit < units; unit += global_stride() >> 5) {
-    const int64_t row0 = unit / col_tiles * 16 + g, col0 = unit % col_tiles * 8;
-    const uint32_t* x0 = x + min(row0, p.rows - 1) * pairs;
-    const uint32_t* x8 = x + min(row0 + 8, p.rows - 1) * pairs;
-    const uint32_t* wc = w + min(col0 + g, p.cols - 1) * pairs;
+  __shared__ float partial[EMBER_K_BLOCK / 32][4][32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  const int g = lane >> 2, q = lane & 3;
+  const int64_t col_tiles = (p.cols + 7) / 8, tiles = (p.rows + 15) / 16 * col_tiles;
+  const int64_t pairs = p.k / 2, whole = pairs / 8;
+  const uint16_t* x = reinterpret_cast<const uint16_t*>(p.x);
+  const uint16_t* w = reinterpret_cast<const uint16_t*>(p.w);
+  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const int64_t row0 = tile / col_tiles * 16 + g, col0 = tile % col_tiles * 8;
+    const uint16_t* x0 = x + min(row0, p.rows - 1) * p.k;
+    const uint16_t* x8 = x + min(row0 + 8, p.rows - 1) * p.k;
+    const uint16_t* wc = w + min(col0 + g, p.cols - 1) * p.k;
     float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     /* The bounds are the warp's, not the lane's: mma.sync takes every lane. */
-#pragma unroll 8
-    for (int64_t base = 0; base < whole; base += 8) {
-      const int64_t i = base + q;
-      const uint32_t a[4] = {x0[i], x8[i], x0[i + 4], x8[i + 4]};
-      Mma<T>::run(d, a, wc[i], wc[i + 4]);
+#pragma unroll 4
+    for (int64_t step = warp; step < whole; step += warps) {
+      const int64_t i = step * 8 + q;
+      const uint32_t a[4] = {load_pair<kAligned>(x0, i), load_pair<kAligned>(x8, i),
+                             load_pair<kAligned>(x0, i + 4), load_pair<kAligned>(x8, i + 4)};
+      Mma<T>::run(d, a, load_pair<kAligned>(wc, i), load_pair<kAligned>(wc, i + 4));
     }
-    if (whole < pairs) {
-      const int64_t i = whole + q;
+    if (whole * 8 < pairs && warp == (int)(whole % warps)) {
+      const int64_t i = whole * 8 + q;
       const bool lo = i < pairs, hi = i + 4 < pairs;
-      const uint32_t a[4] = {lo ? x0[i] : 0u, lo ? x8[i] : 0u, hi ? x0[i + 4] : 0u,
-                             hi ? x8[i + 4] : 0u};
-      Mma<T>::run(d, a, lo ? wc[i] : 0u, hi ? wc[i + 4] : 0u);
+      const uint32_t a[4] = {lo ? load_pair<kAligned>(x0, i) : 0u,
+                             lo ? load_pair<kAligned>(x8, i) : 0u,
+                             hi ? load_pair<kAligned>(x0, i + 4) : 0u,
+                             hi ? load_pair<kAligned>(x8, i + 4) : 0u};
+      Mma<T>::run(d, a, lo ? load_pair<kAligned>(wc, i) : 0u,
+                  hi ? load_pair<kAligned>(wc, i + 4) : 0u);
     }
+    __syncthreads(); /* partial is free again (warp 0 has read the previous tile's) */
+#pragma unroll
+    for (int e = 0; e < 4; ++e) partial[warp][e][lane] = d[e];
+    __syncthreads();
+    if (warp != 0) continue;
     /* d[e]: row g (+8 for e >= 2), column 2q + e % 2 of the tile. */
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
+      float sum = partial[0][e][lane];
+      for (int v = 1; v < warps; ++v) sum += partial[v][e][lane];
       const int64_t r = row0 + (e >= 2 ? 8 : 0), c = col0 + 2 * q + (e & 1);
       if (r >= p.rows || c >= p.cols) continue;
       const float bias = p.has_bias ? load<T>(p.bias, c) : 0.0f;
-      store<T>(p.y, r * p.cols + c, activate_as<T>(p.act, d[e] + bias));
+      store<T>(p.y, r * p.cols + c, activate_as<T>(p.act, sum + bias));
     }
+  }
+}
+
+template <typename T>
+__device__ void gemv_mma_entry(const ember_k_gemv_params& p) {
+  if (((p.x | p.w) & 3u) == 0) {
+    gemv_mma<T, true>(p);
+  } else {
+    gemv_mma<T, false>(p);
   }
 }
 
@@ -149,12 +171,6 @@ __device__ __forceinline__ void gemv_mma(const ember_k_gemv_params& p) {
 template <typename T>
 __device__ void gemv(const ember_k_gemv_params& p) {
   static_assert(EMBER_K_GEMV_GROUP_ROWS == 8, "one case per row count");
-  if constexpr (sizeof(T) == 2) {
-    if (gemv_takes_mma<T>(p)) {
-      gemv_mma<T>(p);
-      return;
-    }
-  }
   /* Blocks are whole warps, so a warp's lanes share their unit and shuffle together. */
   const int64_t warps = global_stride() >> 5;
   const int64_t whole = p.rows / EMBER_K_GEMV_GROUP_ROWS * p.cols;
@@ -176,3 +192,17 @@ __device__ void gemv(const ember_k_gemv_params& p) {
 }  // namespace ember
 
 EMBER_K_FOR_EACH_DTYPE(ember_gemv, ember::gemv, ember_k_gemv_params)
+
+/* The tensor-core form is its own kernel: in one with the grouped form it held that
+ * form's 106-111 registers a thread, 2 blocks an SM. */
+extern "C" __global__ void __launch_bounds__(EMBER_K_BLOCK)
+    ember_gemv_mma_f16(const ember_k_gemv_params p) {
+  ember::begin_after_previous_grid();
+  ember::gemv_mma_entry<__half>(p);
+}
+
+extern "C" __global__ void __launch_bounds__(EMBER_K_BLOCK)
+    ember_gemv_mma_bf16(const ember_k_gemv_params p) {
+  ember::begin_after_previous_grid();
+  ember::gemv_mma_entry<__nv_bfloat16>(p);
+}
