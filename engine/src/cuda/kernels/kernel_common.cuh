@@ -137,14 +137,8 @@ __device__ __forceinline__ float activate(int op, float x) {
   }
 }
 
-/* The approximate reciprocal and base-2 exponential of the special function unit, one
- * instruction each (flushing denormals), for callers whose arguments keep away from where
- * that matters. */
-__device__ __forceinline__ float rcp_approx(float x) {
-  float r;
-  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
-  return r;
-}
+/* The approximate base-2 exponential of the special function unit, one instruction
+ * (flushing denormals), for callers whose results keep away from where that matters. */
 __device__ __forceinline__ float exp2_approx(float x) {
   float r;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
