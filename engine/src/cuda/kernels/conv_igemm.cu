@@ -346,17 +346,7 @@ __device__ __forceinline__ void im2col_nhwc(const ember_k_im2col_nhwc_params& p)
 
 }  // namespace ember
 
-extern "C" __global__ void __launch_bounds__(EMBER_K_BLOCK)
-    ember_conv_igemm_f16(const ember_k_conv_igemm_params p) {
-  ember::begin_after_previous_grid();
-  ember::conv_igemm_entry<__half>(p);
-}
-
-extern "C" __global__ void __launch_bounds__(EMBER_K_BLOCK)
-    ember_conv_igemm_bf16(const ember_k_conv_igemm_params p) {
-  ember::begin_after_previous_grid();
-  ember::conv_igemm_entry<__nv_bfloat16>(p);
-}
+EMBER_K_FOR_EACH_HALF(ember_conv_igemm, ember::conv_igemm_entry, ember_k_conv_igemm_params)
 
 extern "C" __global__ void __launch_bounds__(EMBER_K_BLOCK)
     ember_nhwc_pack_2(const ember_k_nhwc_pack_params p) {

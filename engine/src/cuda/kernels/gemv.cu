@@ -195,14 +195,4 @@ EMBER_K_FOR_EACH_DTYPE(ember_gemv, ember::gemv, ember_k_gemv_params)
 
 /* The tensor-core form is its own kernel: in one with the grouped form it held that
  * form's 106-111 registers a thread, 2 blocks an SM. */
-extern "C" __global__ void __launch_bounds__(EMBER_K_BLOCK)
-    ember_gemv_mma_f16(const ember_k_gemv_params p) {
-  ember::begin_after_previous_grid();
-  ember::gemv_mma_entry<__half>(p);
-}
-
-extern "C" __global__ void __launch_bounds__(EMBER_K_BLOCK)
-    ember_gemv_mma_bf16(const ember_k_gemv_params p) {
-  ember::begin_after_previous_grid();
-  ember::gemv_mma_entry<__nv_bfloat16>(p);
-}
+EMBER_K_FOR_EACH_HALF(ember_gemv_mma, ember::gemv_mma_entry, ember_k_gemv_params)

@@ -257,12 +257,8 @@ __device__ __forceinline__ void begin_after_previous_grid() {
 
 }  // namespace ember
 
-/* Defines NAME_f32, NAME_f16 and NAME_bf16 as kernels calling TEMPLATE<T>(p). */
-#define EMBER_K_FOR_EACH_DTYPE(NAME, TEMPLATE, PARAMS)                                    \
-  extern "C" __global__ void __launch_bounds__(EMBER_K_BLOCK) NAME##_f32(const PARAMS p) { \
-    ember::begin_after_previous_grid();                                                   \
-    TEMPLATE<float>(p);                                                                   \
-  }                                                                                       \
+/* Defines NAME_f16 and NAME_bf16 as kernels calling TEMPLATE<T>(p). */
+#define EMBER_K_FOR_EACH_HALF(NAME, TEMPLATE, PARAMS)                                      \
   extern "C" __global__ void __launch_bounds__(EMBER_K_BLOCK) NAME##_f16(const PARAMS p) { \
     ember::begin_after_previous_grid();                                                   \
     TEMPLATE<__half>(p);                                                                  \
@@ -271,5 +267,13 @@ __device__ __forceinline__ void begin_after_previous_grid() {
     ember::begin_after_previous_grid();                                                   \
     TEMPLATE<__nv_bfloat16>(p);                                                           \
   }
+
+/* Defines NAME_f32, NAME_f16 and NAME_bf16 as kernels calling TEMPLATE<T>(p). */
+#define EMBER_K_FOR_EACH_DTYPE(NAME, TEMPLATE, PARAMS)                                    \
+  extern "C" __global__ void __launch_bounds__(EMBER_K_BLOCK) NAME##_f32(const PARAMS p) { \
+    ember::begin_after_previous_grid();                                                   \
+    TEMPLATE<float>(p);                                                                   \
+  }                                                                                       \
+  EMBER_K_FOR_EACH_HALF(NAME, TEMPLATE, PARAMS)
 
 #endif /* EMBER_SRC_CUDA_KERNELS_KERNEL_COMMON_CUH_ */
