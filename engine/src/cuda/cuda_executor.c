@@ -136,6 +136,7 @@ typedef struct ember_cuda_executor {
   uint32_t conv_halos;  /* of those, on the halo kernel */
   uint32_t conv_halo_units; /* of those, on its resident-weights form */
   uint32_t conv_halo_stacked; /* of those, with whole images stacked in a strip */
+  uint32_t conv_halo_kernels; /* the halo kernels they ran on (ember_cuda_executor_info) */
   uint32_t reduce_columns;    /* REDUCEs taken 32 contiguous outputs a block */
   uint32_t conv_residuals;
   /* Per op: a CONV2D too small for the implicit-GEMM kernel that runs as im2col from
@@ -2905,14 +2906,16 @@ static conv_igemm_shape executor_conv_shape(const ember_cuda_executor* executor,
 /* ---- CONV2D on the halo kernel (conv_halo.cu) ----------------------------------------- */
 
 /* How a CONV2D runs on the halo kernel (kernel_params.h, ember_k_conv_halo_params): wgmma's
- * N (the kernel: 128, 144, 224 or 256), the strips of `rows` output rows `pitch` positions
- * apart (or of strip_images whole images), the tiles, the rings and the shared memory
- * they take. */
+ * N (the kernel: width_index into EMBER_K_CONV_HALO_WIDTHS, or into
+ * EMBER_K_CONV_HALO_UNITS_WIDTHS where `units`), the strips of `rows` output rows `pitch`
+ * positions apart (or of strip_images whole images, image_rows rows apart), the tiles,
+ * the rings and the shared memory they take. */
 typedef struct conv_halo_plan {
-  int64_t n, rows, pitch, strips, strip_images;
+  int64_t n, rows, pitch, strips, strip_images, image_rows;
   int64_t strips_per_block, groups, o_tiles, halo_stages, halo_bytes, halo_box_bytes;
   int64_t w_stages, tiles, shared_bytes;
-  bool units; /* on ember_conv_halo_units256 (n 256) */
+  int64_t width_index;
+  bool units; /* on ember_conv_halo_units<n> */
 } conv_halo_plan;
 
 /* The strip of `rows` output rows (at most oh) that n positions `pitch` apart hold, if
@@ -2924,14 +2927,14 @@ static int64_t conv_halo_rows(int64_t n, int64_t oh, int64_t ow, int64_t pitch, 
   return rows + kh - 1 <= 256 ? rows : 0;
 }
 
-/* Sets halo's halo_box_bytes (what one copy delivers: (rows + kh - 1)·pitch rows of
+/* Sets halo's halo_box_bytes (what one copy delivers: image_rows·pitch rows of
  * conv_halo_row_bytes for each of the strip's images) and halo_bytes (a buffer of n
- * positions' taps: those rows, and the rows the last kept position's last tap reads, n -
- * 1 + (kh - 1)·pitch + kw - 1 at most, in whole 1024-byte blocks, so that every halo
- * buffer starts on the swizzle's pattern). */
+ * positions' taps: those rows, and the rows the last position's last tap reads, n - 1 +
+ * (kh - 1)·pitch + kw - 1 at most, in whole 1024-byte blocks, so that every halo buffer
+ * starts on the swizzle's pattern). */
 static void conv_halo_size_buffers(conv_halo_plan* halo, const conv_igemm_shape* shape) {
   const int64_t row_bytes = conv_halo_row_bytes(shape->cp);
-  const int64_t box_rows = (halo->rows + shape->kh - 1) * halo->pitch * halo->strip_images;
+  const int64_t box_rows = halo->image_rows * halo->pitch * halo->strip_images;
   int64_t rows = halo->n + (shape->kh - 1) * halo->pitch + shape->kw - 1;
   if (rows < box_rows) rows = box_rows;
   halo->halo_box_bytes = box_rows * row_bytes;
@@ -2939,14 +2942,15 @@ static void conv_halo_size_buffers(conv_halo_plan* halo, const conv_igemm_shape*
 }
 
 /* Whether the conv (of `channels` outputs, in `shape`, to oh x ow) runs on the
- * resident-weights form (kernel_params.h, ember_conv_halo_units256), and how (*out): one
+ * resident-weights form (kernel_params.h, ember_conv_halo_units<n>), and how (*out): one
  * group of 64 output channels over 64 input channels or 16 (resnet's stem, read
  * space-to-depth: 16 taps of 16; a multiple of 4 taps, the kernel's MMA groups), weights
- * of at most EMBER_K_CONV_HALO_UNITS_MAX_W_TILES tiles of K 64, and strips of 256 that
- * keep 80% of what they compute; with 16 channels, at least two strips for each of the
- * GPU's sm_count SMs (one a consumer): resnet18's stem at batch 1 (56 strips) took
- * 11.3-12.8 us on this form on the H200, against 8.9-9.6 on conv_wgmma; at batch 64, 97.5
- * against 134.5. */
+ * of at most EMBER_K_CONV_HALO_UNITS_MAX_W_TILES tiles of K 64, and strips of the width
+ * (EMBER_K_CONV_HALO_UNITS_WIDTHS, the larger on a tie) that computes fewest positions,
+ * if they keep 80% of them; with 16 channels, at least two strips for each of the GPU's
+ * sm_count SMs (one a consumer): resnet18's stem at batch 1 (56 strips) took 11.3-12.8 us
+ * on this form on the H200, against 8.9-9.6 on conv_wgmma; at batch 64, 97.5 against
+ * 134.5. */
 static bool conv_halo_units_plan_of(const conv_igemm_shape* shape, int64_t channels, int64_t oh,
                                     int64_t ow, int64_t sm_count, conv_halo_plan* out) {
   const int64_t pitch = ow + shape->kw - 1, taps = shape->kh * shape->kw;
@@ -2956,21 +2960,25 @@ static bool conv_halo_units_plan_of(const conv_igemm_shape* shape, int64_t chann
       w_tiles > EMBER_K_CONV_HALO_UNITS_MAX_W_TILES) {
     return false;
   }
+  static const int64_t kWidths[] = EMBER_K_CONV_HALO_UNITS_WIDTHS;
   conv_halo_plan u = {0};
-  u.n = 256, u.pitch = pitch, u.strip_images = 1;
-  u.rows = conv_halo_rows(u.n, oh, ow, pitch, shape->kh);
-  if (u.rows == 0) return false;
-  u.strips = (oh + u.rows - 1) / u.rows;
-  if (oh * ow * 5 < u.strips * u.n * 4) return false;
+  for (int64_t k = 0; k < EMBER_K_CONV_HALO_UNITS_WIDTH_COUNT; ++k) {
+    const int64_t rows = conv_halo_rows(kWidths[k], oh, ow, pitch, shape->kh);
+    if (rows == 0) continue;
+    const int64_t strips = (oh + rows - 1) / rows;
+    if (u.n != 0 && u.strips * u.n < strips * kWidths[k]) continue;
+    u.n = kWidths[k], u.rows = rows, u.strips = strips, u.width_index = k;
+  }
+  if (u.n == 0 || oh * ow * 5 < u.strips * u.n * 4) return false;
+  u.pitch = pitch, u.strip_images = 1, u.image_rows = u.rows + shape->kh - 1;
   u.strips_per_block = 1, u.groups = 1, u.o_tiles = 1, u.w_stages = w_tiles;
   u.tiles = shape->n * u.strips;
   if (u.tiles > INT32_MAX || (narrow && u.tiles < 2 * sm_count)) return false;
   conv_halo_size_buffers(&u, shape);
-  /* A slot also holds its consumer's epilogue tile. */
-  if (u.halo_bytes < EMBER_K_CONV_HALO_UNITS_TILE_BYTES) {
-    u.halo_bytes = EMBER_K_CONV_HALO_UNITS_TILE_BYTES;
-  }
-  /* Three slots where they fit (resnet18's 56-wide convs: 215 KB; its stem: 141 KB), so
+  /* A slot also holds its consumer's epilogue tile (and starts on 1024 bytes). */
+  const int64_t tile_bytes = (EMBER_K_CONV_HALO_UNITS_TILE_BYTES(u.n) + 1023) / 1024 * 1024;
+  if (u.halo_bytes < tile_bytes) u.halo_bytes = tile_bytes;
+  /* Three slots where they fit (resnet18's 56-wide convs: 200 KB; its stem: 141 KB), so
    * that a unit's halo is copied while the two before it compute; else two. */
   for (u.halo_stages = 3;; --u.halo_stages) {
     u.shared_bytes = u.halo_stages * u.halo_bytes + w_tiles * 64 * 128 +
@@ -2983,22 +2991,24 @@ static bool conv_halo_units_plan_of(const conv_igemm_shape* shape, int64_t chann
   return true;
 }
 
-/* The strip of width n that CONV2D y [images, ·, oh, ow] (pitch and kh in `shape`) takes
- * on the streaming halo form, into *out (n, rows, strips, strip_images): whole images
- * stacked where one fits (all of them, or as many as n holds), else `rows` of an image.
- * Returns how many positions it computes in all (0 if no strip fits). */
-static int64_t conv_halo_strip_of(int64_t n, int64_t images, int64_t oh, int64_t ow, int64_t pitch,
-                                  int64_t kh, conv_halo_plan* out) {
-  const int64_t image = (oh - 1) * pitch + ow; /* an image's positions, to its last kept */
+/* The strip of width n that CONV2D y [images, ·, oh, ow] (pitch, image_rows and kh in
+ * `out` and the arguments) takes on the streaming halo form, into *out (n, rows, strips,
+ * strip_images): whole images stacked where one fits (all of them, or as many as n
+ * holds), else `rows` of an image. Returns how many positions it computes in all (0 if no
+ * strip fits). */
+static int64_t conv_halo_strip_of(int64_t n, int64_t images, int64_t oh, int64_t ow, int64_t kh,
+                                  conv_halo_plan* out) {
+  const int64_t pitch = out->pitch, image = (oh - 1) * pitch + ow; /* to its last kept */
   out->n = n;
-  if (image <= n && oh + kh - 1 <= 256) {
-    int64_t stacked = 1 + (n - image) / ((oh + kh - 1) * pitch);
+  if (image <= n && out->image_rows <= 256) {
+    int64_t stacked = 1 + (n - image) / (out->image_rows * pitch);
     if (stacked > images) stacked = images;
     out->rows = oh, out->strips = 1, out->strip_images = stacked;
     return (images + stacked - 1) / stacked * n;
   }
   out->rows = conv_halo_rows(n, oh, ow, pitch, kh);
   if (out->rows == 0) return 0;
+  out->image_rows = out->rows + kh - 1;
   out->strips = (oh + out->rows - 1) / out->rows, out->strip_images = 1;
   return images * out->strips * n;
 }
@@ -3009,13 +3019,16 @@ static int64_t conv_halo_strip_of(int64_t n, int64_t images, int64_t oh, int64_t
  * enough of the positions computed kept: the resident-weights form where it takes the
  * conv (conv_halo_units_plan_of: resnet18's 56-wide convs, strips of 4 rows, and its
  * stem, read space-to-depth in 16 channels, strips of 2), else, for packed channels a
- * multiple of 64 (halo rows of 128 bytes), the strip width (N 224, 144 or 128, the larger
- * on a tie; conv_halo_strip_of) that computes fewest positions, if it keeps two thirds of
- * them: resnet18's 56, 28 and 14-wide convs keep 87.5% (N 224), its 7 x 7 ones 68% (two
- * images in N 144: 41.6-42.9 us each at batch 64 on the H200, against 53.9-55.4 on
- * conv_wgmma); one 7 x 7 image a strip would keep 38%. The stem ran slower on that
- * streaming form with 32-byte halo rows than on conv_wgmma: 211 against 151 us at batch
- * 64 on the H200. */
+ * multiple of 64 (halo rows of 128 bytes), the strip width (EMBER_K_CONV_HALO_WIDTHS, the
+ * larger on a tie; conv_halo_strip_of) that computes fewest positions, if it keeps two
+ * thirds of them. Its rows are W + pad_w apart, each one's right padding the next one's
+ * left, and stacked images H + pad_h rows apart, where that holds a row's positions and an
+ * image's rows (padding at most KW - 1 and KH - 1), else OW + KW - 1 and OH + KH - 1:
+ * resnet18's 56, 28 and 14-wide convs keep 96.6% (N 232), 94.2% (N 208) and 90.7% (N 216),
+ * its 7 x 7 ones 81.7% (two images in N 120); with a row's padding on both sides, two 7 x
+ * 7 images took N 144 and kept 68% (41.6-42.9 us each at batch 64 on the H200, against
+ * 53.9-55.4 on conv_wgmma). The stem ran slower on that streaming form with 32-byte halo
+ * rows than on conv_wgmma: 211 against 151 us at batch 64 on the H200. */
 static bool conv_halo_plan_of(const ember_plan* plan, const ember_op_desc* op,
                               const conv_igemm_shape* shape_in, int64_t sm_count,
                               conv_halo_plan* out) {
@@ -3025,21 +3038,22 @@ static bool conv_halo_plan_of(const ember_plan* plan, const ember_op_desc* op,
     return false;
   }
   const int64_t oh = y->dims[2], ow = y->dims[3], channels = y->dims[1];
-  const int64_t pitch = ow + shape.kw - 1; /* the input's width with its padding */
-  if (pitch > 256) return false;
+  if (ow + shape.kw - 1 > 256) return false; /* the input's width with its padding */
   if (conv_halo_units_plan_of(&shape, channels, oh, ow, sm_count, out)) return true;
   if (shape.cp % 64 != 0) return false;
   conv_halo_plan best = {0};
+  best.pitch = ow <= shape.w + shape.pad_w ? shape.w + shape.pad_w : ow + shape.kw - 1;
+  const int64_t image_rows = oh <= shape.h + shape.pad_h ? shape.h + shape.pad_h : oh + shape.kh - 1;
   int64_t best_computed = 0;
-  const int64_t widths[3] = {224, 144, 128};
-  for (int k = 0; k < 3; ++k) {
-    conv_halo_plan strip = {0};
-    const int64_t computed = conv_halo_strip_of(widths[k], shape.n, oh, ow, pitch, shape.kh, &strip);
+  static const int64_t kWidths[] = EMBER_K_CONV_HALO_WIDTHS;
+  for (int64_t k = EMBER_K_CONV_HALO_WIDTH_COUNT - 1; k >= 0; --k) {
+    conv_halo_plan strip = best;
+    strip.image_rows = image_rows;
+    const int64_t computed = conv_halo_strip_of(kWidths[k], shape.n, oh, ow, shape.kh, &strip);
     if (computed == 0 || (best.n != 0 && best_computed <= computed)) continue;
-    best = strip, best_computed = computed;
+    best = strip, best_computed = computed, best.width_index = k;
   }
   if (best.n == 0 || shape.n * oh * ow * 3 < best_computed * 2) return false;
-  best.pitch = pitch;
   best.strips_per_block = channels <= 64 ? 2 : 1;
   best.groups = 2 / best.strips_per_block;
   best.o_tiles = (channels + 64 * best.groups - 1) / (64 * best.groups);
@@ -3658,18 +3672,17 @@ static ember_status* build_conv2d_igemm(ember_cuda_executor* executor, uint32_t 
     hp.halo_stages = (int32_t)halo.halo_stages;
     hp.halo_bytes = (int32_t)halo.halo_bytes, hp.halo_box_bytes = (int32_t)halo.halo_box_bytes;
     hp.w_stages = (int32_t)halo.w_stages, hp.tiles = (int32_t)halo.tiles;
-    hp.strip_images = (int32_t)halo.strip_images;
+    hp.strip_images = (int32_t)halo.strip_images, hp.image_rows = (int32_t)halo.image_rows;
     pool = conv_pool_op(executor, i, y_index, &halo, x_channels_last, residual);
     hp.pooled = pool != EMBER_PLAN_NO_INDEX;
     if (hp.pooled) EMBER_RETURN_IF_ERROR(allocate_pool_counts(executor, pool, &hp));
     /* One block an SM (its 384 threads take the whole register file), each looping over
      * tiles, so that its copies for the next tile run under this one's MMAs and epilogue. */
     const int64_t grid = halo.tiles < executor->sm_count ? halo.tiles : executor->sm_count;
-    const uint32_t kernel = halo.units && shape.cp == 16 ? EMBER_CUDA_KERNEL_CONV_HALO_UNITS_256_C16
-                            : halo.units                 ? EMBER_CUDA_KERNEL_CONV_HALO_UNITS_256
-                            : halo.n == 224              ? EMBER_CUDA_KERNEL_CONV_HALO_224
-                            : halo.n == 144              ? EMBER_CUDA_KERNEL_CONV_HALO_144
-                                                         : EMBER_CUDA_KERNEL_CONV_HALO_128;
+    const uint32_t kernel =
+        halo.units ? EMBER_CUDA_KERNEL_CONV_HALO_UNITS + 4u * (uint32_t)halo.width_index +
+                         (shape.cp == 16 ? 2u : 0u)
+                   : EMBER_CUDA_KERNEL_CONV_HALO + 2u * (uint32_t)halo.width_index;
     step = add_kernel_step(executor, i, kernel + ember_cuda_half_index(y->dtype),
                            (unsigned int)grid, &hp, sizeof hp);
     step->block = EMBER_K_CONV_HALO_THREADS;
@@ -3679,6 +3692,9 @@ static ember_status* build_conv2d_igemm(ember_cuda_executor* executor, uint32_t 
     ++executor->conv_halos;
     if (halo.units) ++executor->conv_halo_units;
     if (halo.strip_images > 1) ++executor->conv_halo_stacked;
+    executor->conv_halo_kernels |=
+        1u << (halo.units ? 8u + (kernel - EMBER_CUDA_KERNEL_CONV_HALO_UNITS) / 2u
+                          : (kernel - EMBER_CUDA_KERNEL_CONV_HALO) / 2u);
     if (pool != EMBER_PLAN_NO_INDEX) {
       /* It writes the pool's output, and its strips' last rows' maxima over the bytes of
        * its own output, which no step writes now. */
@@ -5082,6 +5098,7 @@ void ember_cuda_executor_get_info(const ember_executor* base,
   out_info->conv_halos = executor->conv_halos;
   out_info->conv_halo_units = executor->conv_halo_units;
   out_info->conv_halo_stacked = executor->conv_halo_stacked;
+  out_info->conv_halo_kernels = executor->conv_halo_kernels;
   out_info->reduce_columns = executor->reduce_columns;
   out_info->conv_packs = executor->conv_packs;
   out_info->conv_gemms_nhwc = executor->conv_gemms_nhwc;

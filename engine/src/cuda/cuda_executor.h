@@ -50,8 +50,11 @@ typedef struct ember_cuda_executor_info {
   uint32_t conv_halos;           /* of those, on the halo kernel (stride 1, channels a
                                     multiple of 64: conv_halo.cu) */
   uint32_t conv_halo_units;      /* of those, on its resident-weights form (64 channels in
-                                    and out: ember_conv_halo_units256) */
+                                    and out: ember_conv_halo_units<n>) */
   uint32_t conv_halo_stacked;    /* of those, with whole images stacked in a strip */
+  uint32_t conv_halo_kernels;    /* the halo kernels they ran on: bit w for the streaming
+                                    form's width index w (EMBER_K_CONV_HALO_WIDTHS), bit 8 +
+                                    2·w + c16 for the resident-weights form's */
   bool conv_halo;                /* this executor takes the halo kernel (compute capability 9.0,
                                     EMBER_CUDA_WGMMA and EMBER_CUDA_CONV_HALO not 0) */
   bool conv_wgmma;               /* this executor takes that variant (compute capability 9.0,

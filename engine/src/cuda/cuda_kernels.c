@@ -108,11 +108,18 @@ static const struct {
     PER_HALF(EMBER_CUDA_KERNEL_CONV_WGMMA_64, conv_wgmma, "ember_conv_wgmma64"),
     PER_HALF(EMBER_CUDA_KERNEL_CONV_WGMMA_128, conv_wgmma, "ember_conv_wgmma128"),
     PER_HALF(EMBER_CUDA_KERNEL_GEMM_WGMMA, gemm_wgmma, "ember_gemm_wgmma"),
-    PER_HALF(EMBER_CUDA_KERNEL_CONV_HALO_128, conv_halo, "ember_conv_halo128"),
-    PER_HALF(EMBER_CUDA_KERNEL_CONV_HALO_144, conv_halo, "ember_conv_halo144"),
-    PER_HALF(EMBER_CUDA_KERNEL_CONV_HALO_224, conv_halo, "ember_conv_halo224"),
-    PER_HALF(EMBER_CUDA_KERNEL_CONV_HALO_UNITS_256, conv_halo, "ember_conv_halo_units256"),
-    PER_HALF(EMBER_CUDA_KERNEL_CONV_HALO_UNITS_256_C16, conv_halo, "ember_conv_halo_units256_c16"),
+    /* EMBER_K_CONV_HALO_WIDTHS, in order */
+    PER_HALF(EMBER_CUDA_KERNEL_CONV_HALO + 0, conv_halo, "ember_conv_halo120"),
+    PER_HALF(EMBER_CUDA_KERNEL_CONV_HALO + 2, conv_halo, "ember_conv_halo128"),
+    PER_HALF(EMBER_CUDA_KERNEL_CONV_HALO + 4, conv_halo, "ember_conv_halo144"),
+    PER_HALF(EMBER_CUDA_KERNEL_CONV_HALO + 6, conv_halo, "ember_conv_halo208"),
+    PER_HALF(EMBER_CUDA_KERNEL_CONV_HALO + 8, conv_halo, "ember_conv_halo216"),
+    PER_HALF(EMBER_CUDA_KERNEL_CONV_HALO + 10, conv_halo, "ember_conv_halo224"),
+    /* EMBER_K_CONV_HALO_UNITS_WIDTHS, in order */
+    PER_HALF(EMBER_CUDA_KERNEL_CONV_HALO_UNITS + 0, conv_halo, "ember_conv_halo_units232"),
+    PER_HALF(EMBER_CUDA_KERNEL_CONV_HALO_UNITS + 2, conv_halo, "ember_conv_halo_units232_c16"),
+    PER_HALF(EMBER_CUDA_KERNEL_CONV_HALO_UNITS + 4, conv_halo, "ember_conv_halo_units256"),
+    PER_HALF(EMBER_CUDA_KERNEL_CONV_HALO_UNITS + 6, conv_halo, "ember_conv_halo_units256_c16"),
 };
 #undef PER_DTYPE
 #undef PER_HALF
@@ -177,15 +184,10 @@ ember_status* ember_cuda_kernels_load(const ember_cuda_driver* driver,
    * this. */
   out_kernels->conv_halo =
       out_kernels->conv_wgmma && out_kernels->modules[EMBER_CUDA_MODULE_conv_halo] != NULL &&
-      allow_dynamic_shared(driver, out_kernels, EMBER_CUDA_KERNEL_CONV_HALO_128, 2,
-                           EMBER_K_CONV_HALO_MAX_SMEM_BYTES) &&
-      allow_dynamic_shared(driver, out_kernels, EMBER_CUDA_KERNEL_CONV_HALO_144, 2,
-                           EMBER_K_CONV_HALO_MAX_SMEM_BYTES) &&
-      allow_dynamic_shared(driver, out_kernels, EMBER_CUDA_KERNEL_CONV_HALO_224, 2,
-                           EMBER_K_CONV_HALO_MAX_SMEM_BYTES) &&
-      allow_dynamic_shared(driver, out_kernels, EMBER_CUDA_KERNEL_CONV_HALO_UNITS_256, 2,
-                           EMBER_K_CONV_HALO_MAX_SMEM_BYTES) &&
-      allow_dynamic_shared(driver, out_kernels, EMBER_CUDA_KERNEL_CONV_HALO_UNITS_256_C16, 2,
+      allow_dynamic_shared(driver, out_kernels, EMBER_CUDA_KERNEL_CONV_HALO,
+                           2 * EMBER_K_CONV_HALO_WIDTH_COUNT, EMBER_K_CONV_HALO_MAX_SMEM_BYTES) &&
+      allow_dynamic_shared(driver, out_kernels, EMBER_CUDA_KERNEL_CONV_HALO_UNITS,
+                           4 * EMBER_K_CONV_HALO_UNITS_WIDTH_COUNT,
                            EMBER_K_CONV_HALO_MAX_SMEM_BYTES);
   out_kernels->gemm_wgmma =
       status == NULL && out_kernels->modules[EMBER_CUDA_MODULE_gemm_wgmma] != NULL &&

@@ -50,19 +50,17 @@ typedef enum ember_cuda_kernel_id {
   EMBER_CUDA_KERNEL_GEMM_WGMMA = 65,
   EMBER_CUDA_KERNEL_CONV_IGEMM_WEIGHTS_3 = 67,
   EMBER_CUDA_KERNEL_SPACE_TO_DEPTH_PACK = 68,
-  /* sm_90a only (conv_halo), by strip width (128, 224); + dtype index - 1 */
-  EMBER_CUDA_KERNEL_CONV_HALO_128 = 69,
-  EMBER_CUDA_KERNEL_CONV_HALO_224 = 71,
-  EMBER_CUDA_KERNEL_MAX_POOL2D_NHWC = 73, /* + dtype */
-  /* sm_90a only (conv_halo, the resident-weights form: halo rows of 64 channels, or 16);
-   * + dtype index - 1 */
-  EMBER_CUDA_KERNEL_CONV_HALO_UNITS_256 = 76,
-  EMBER_CUDA_KERNEL_CONV_HALO_UNITS_256_C16 = 78,
-  /* sm_90a only (conv_halo, strips of 144 positions); + dtype index - 1 */
-  EMBER_CUDA_KERNEL_CONV_HALO_144 = 80,
+  /* sm_90a only (conv_halo), the streaming form by strip width (EMBER_K_CONV_HALO_WIDTHS,
+   * index w): + 2·w + dtype index - 1 */
+  EMBER_CUDA_KERNEL_CONV_HALO = 69,
+  EMBER_CUDA_KERNEL_MAX_POOL2D_NHWC = 81, /* + dtype */
   /* gemv's tensor-core form (9 to 64 rows); + dtype index - 1 */
-  EMBER_CUDA_KERNEL_GEMV_MMA = 82,
-  EMBER_CUDA_KERNEL_COUNT = 84,
+  EMBER_CUDA_KERNEL_GEMV_MMA = 84,
+  /* sm_90a only (conv_halo), the resident-weights form by strip width
+   * (EMBER_K_CONV_HALO_UNITS_WIDTHS, index w) and halo row (64 channels, or 16: c16 1):
+   * + 4·w + 2·c16 + dtype index - 1 */
+  EMBER_CUDA_KERNEL_CONV_HALO_UNITS = 86,
+  EMBER_CUDA_KERNEL_COUNT = 94,
 } ember_cuda_kernel_id;
 
 #define EMBER_CUDA_MODULE_COUNT 15

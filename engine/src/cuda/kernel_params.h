@@ -630,15 +630,19 @@ typedef struct ember_k_gemm_wgmma_params {
 
 /* ember_conv_halo<n>_<f16|bf16> (conv_halo.cu, sm_90a): a CONV2D of stride 1, dilation 1
  * and groups 1 over a channels-last input of a multiple of 64 channels, as wgmma products
- * whose M is the output channels (64 a consumer warpgroup) and whose N is n (128, 144 or
- * 224) output positions of a strip: `rows` output rows of one image, each `pitch` = OW +
- * KW - 1 positions apart, so that tap (kh, kw) of flat position f reads row f + kh·pitch +
- * kw of the strip's halo ((rows + KH - 1) x pitch input pixels, loaded once per 64
- * channels by one tensor copy, zeros outside x), and positions with ow >= OW are computed
- * and dropped. With strip_images > 1, a strip is that many whole images (rows = OH,
- * strips = 1) stacked in one halo, each its (OH + KH - 1) x pitch pixels: image i's
- * positions are the first image's moved by i·(OH + KH - 1)·pitch, and the positions
- * between images are dropped too (resnet18's 7 x 7 convs: two images in N 144). `conv`
+ * whose M is the output channels (64 a consumer warpgroup) and whose N is n (one of
+ * EMBER_K_CONV_HALO_WIDTHS) output positions of a strip: `rows` output rows of one image,
+ * each `pitch` positions apart, so that tap (kh, kw) of flat position f reads row f +
+ * kh·pitch + kw of the strip's halo ((rows + KH - 1) x pitch input pixels from column
+ * -pad_w, loaded once per 64 channels by one tensor copy, zeros outside x), and positions
+ * with ow >= OW are computed and dropped. pitch = W + pad_w: a row's right padding is the
+ * next row's left padding (zeros), and the last row's is the halo buffer's bytes past the
+ * copy, which the kernel keeps zero. With strip_images > 1, a strip is that many whole
+ * images (rows = OH, strips = 1) stacked in one halo, each its image_rows = H + pad_h rows
+ * of pitch pixels from row -pad_h (an image's bottom padding is the next one's top, and
+ * the last one's the zeros past the copy): image i's positions are the first image's
+ * moved by i·image_rows·pitch, and the positions between images are dropped too
+ * (resnet18's 7 x 7 convs: two images in N 120). `conv`
  * holds the rest as for the implicit GEMM: x (what x_map names), w (the implicit GEMM's
  * weights [o][k_stride], bias at column k_taps, what w_map names), residual, y, the
  * shape, relu and layout; conv.o_tiles = ceil(o / (64·groups)). A tile is two strips of
@@ -652,15 +656,17 @@ typedef struct ember_k_gemm_wgmma_params {
  * weight ring (w_stages x groups·64 rows of 128 bytes), the epilogue's two tiles (n x
  * (64 + 8) elements each), the barriers (EMBER_K_CONV_HALO_BARRIER_BYTES), and 1 KB to
  * align it to the swizzle's 1024 bytes (cuda_executor.c conv_halo_plan_of).
- * ember_conv_halo_units256_<f16|bf16> takes the same parameters for a conv of at most 64
- * output channels over conv.c = 64 input channels, and ember_conv_halo_units256_c16_* over
+ * ember_conv_halo_units<n>_<f16|bf16> takes the same parameters for a conv of at most 64
+ * output channels over conv.c = 64 input channels, and ember_conv_halo_units<n>_c16_* over
  * 16 (halo rows of 32 bytes, boxes of 16 channels with the 32-byte swizzle; a tap is one
- * K step of 16), n 256: a tile is one strip (`tiles` = images·strips), strips_per_block,
+ * K step of 16), n one of EMBER_K_CONV_HALO_UNITS_WIDTHS and pitch = OW + KW - 1 (a
+ * slot's bytes past the copy may hold its epilogue tile, so no padding is read there): a
+ * tile is one strip (`tiles` = images·strips), strips_per_block,
  * groups, o_tiles and strip_images 1, halo_stages 2 or 3, w_stages = the weight tiles of
  * K 64 that the taps take (taps·c / 64 rounded up, at most
  * EMBER_K_CONV_HALO_UNITS_MAX_W_TILES; with 16 channels, taps a multiple of 4); its
  * shared memory is the halo slots, halo_bytes each (a slot also holds the epilogue tile
- * of the strip whose halo it held: at least EMBER_K_CONV_HALO_UNITS_TILE_BYTES), the
+ * of the strip whose halo it held: at least EMBER_K_CONV_HALO_UNITS_TILE_BYTES(n)), the
  * weight tiles, the barriers, and the 1 KB. On that form, `pooled` 1 takes the MAX_POOL2D
  * after the conv (3 x 3, stride 2, padding 1; oh, ow and rows even, oh a multiple of
  * rows, no residual): conv.y is the pool's output [n, oh/2, ow/2, o] channels last, into
@@ -678,8 +684,18 @@ typedef struct ember_k_gemm_wgmma_params {
 #define EMBER_K_CONV_HALO_BARRIER_BYTES 256
 #define EMBER_K_CONV_HALO_OUT_STRIDE 72 /* elements between positions of an epilogue tile */
 #define EMBER_K_CONV_HALO_UNITS_MAX_W_TILES 16
-/* An epilogue tile of the resident-weights form: 256 positions of 64 + 8 channels. */
-#define EMBER_K_CONV_HALO_UNITS_TILE_BYTES (256 * EMBER_K_CONV_HALO_OUT_STRIDE * 2)
+/* An epilogue tile of the resident-weights form: n positions of 64 + 8 channels. */
+#define EMBER_K_CONV_HALO_UNITS_TILE_BYTES(n) ((n) * EMBER_K_CONV_HALO_OUT_STRIDE * 2)
+/* The strip widths (wgmma's N) of the two forms, one kernel each (and each dtype, and for
+ * the resident-weights form each halo row, 64 channels or 16), in the order of their
+ * kernel ids (cuda_kernels.h). Every width a multiple of 8 that keeps a shape's strips
+ * full would be fewer positions computed; these are resnet's: 7 x 7 images two a strip
+ * (120), 28 x 28 ones 7 rows a strip (208), 14 x 14 whole (216), 56 x 56 4 rows (232), and
+ * the widths Ember had before them. */
+#define EMBER_K_CONV_HALO_WIDTHS {120, 128, 144, 208, 216, 224}
+#define EMBER_K_CONV_HALO_WIDTH_COUNT 6
+#define EMBER_K_CONV_HALO_UNITS_WIDTHS {232, 256}
+#define EMBER_K_CONV_HALO_UNITS_WIDTH_COUNT 2
 /* The most a launch asks: what a block of the H100 and H200 can have. */
 #define EMBER_K_CONV_HALO_MAX_SMEM_BYTES (227 * 1024)
 typedef struct ember_k_conv_halo_params {
@@ -701,7 +717,8 @@ typedef struct ember_k_conv_halo_params {
   int32_t strip_images; /* images a strip holds whole (1: a strip is rows of one image) */
   int32_t pooled;       /* 1: the MAX_POOL2D after the conv done in its epilogue */
   uint64_t pool_counts; /* pooled: int32 [n][strips], 0 before and after a launch */
-  int32_t reserved[12];
+  int32_t image_rows;   /* the pitch rows from a stacked image's first to the next's */
+  int32_t reserved[11];
 } ember_k_conv_halo_params;
 
 /* The layouts above must be the same for gcc and nvcc: fixed-width fields, no padding. */

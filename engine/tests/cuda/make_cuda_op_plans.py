@@ -382,8 +382,23 @@ ONLY_DTYPES = {"sdpa_flash_encoder": ("f16",),
                "conv2d_halo_images_last": ("f16", "bf16"),
                "conv2d_halo_pool_stem": ("f16", "bf16"),
                "conv2d_halo_one_stage": ("f16",), "conv2d_halo_one_stage_chunks2": ("f16",),
-               "conv2d_halo_odd_strips": ("f16", "bf16"),
+               "conv2d_halo_odd_strips": ("f16", "bf16"), "conv2d_halo_widths": ("f16",),
                "gemv_rows64_at_bound": ("f16",), "linear_rows64_over_bound": ("f16",)}
+
+
+def resnet_block(p, shape, scale):
+    """resnet's basic block at its input's shape: conv 3x3, RELU, conv 3x3, ADD of the
+    input, RELU."""
+    c = shape[1]
+    x = p.input(shape)
+    t = x
+    for k in range(2):
+        t = p.op(pw.Op.CONV2D, [t, p.const([c, c, 3, 3], scale), p.const([c], 0.2)],
+                 p.tmp(shape), [1, 1, 1, 1, 1, 1, 1])
+        if k == 0:
+            t = p.op(pw.Op.RELU, [t], p.tmp(shape))
+    s = p.op(pw.Op.ADD, [t, x], p.tmp(shape))
+    p.op(pw.Op.RELU, [s], p.out(shape))
 
 
 def stem_pool_conv(p, x_shape, channels):
@@ -762,18 +777,6 @@ def issue5_cases():
 
     # A resnet block (conv, RELU, conv, ADD of the block's input, RELU; 3x3 convs of
     # `shape`'s channels) that writes the plan's output.
-    def resnet_block(p, shape, scale):
-        c = shape[1]
-        x = p.input(shape)
-        t = x
-        for k in range(2):
-            t = p.op(pw.Op.CONV2D, [t, p.const([c, c, 3, 3], scale), p.const([c], 0.2)],
-                     p.tmp(shape), [1, 1, 1, 1, 1, 1, 1])
-            if k == 0:
-                t = p.op(pw.Op.RELU, [t], p.tmp(shape))
-        s = p.op(pw.Op.ADD, [t, x], p.tmp(shape))
-        p.op(pw.Op.RELU, [s], p.out(shape))
-
     # A resnet block of one small image (resnet18 at batch 1): im2col + GEMM, with the
     # residual added as the second GEMM's C.
     yield "conv2d_gemm_block", -1.0, 1.0, lambda p: resnet_block(p, [1, 8, 24, 24], 0.3)
@@ -781,7 +784,7 @@ def issue5_cases():
     # CONV2D on the halo kernel (conv_halo.cu; where the executor takes the wgmma convs,
     # else the implicit-GEMM kernel): stride 1, channels a multiple of 64. A block of
     # resnet18's first stage (64 channels at 56 x 56: the resident-weights form, strips of
-    # 256): the first conv's output stays channels last, the second writes the plan's
+    # 232): the first conv's output stays channels last, the second writes the plan's
     # output (NCHW) with the block's input added and the RELU; and two 64-channel chunks
     # (both halo stages) into 72 channels (a block's second 64 mostly empty) through a
     # 2 x 2 kernel with uneven padding, N 224, its output NCHW with a residual added.
@@ -795,19 +798,20 @@ def issue5_cases():
     yield "conv2d_halo_chunks_residual", -1.0, 1.0, build_halo_chunks_residual
 
     # The streaming form with two strips a block (64 channels out) and an odd number of
-    # strips: 81 rows of 100 in strips of 2 (N 224; strips of 256 would keep 78%, too few
-    # for the resident-weights form), so the last tile's second strip lies past the last
-    # image and its halo copy is wholly outside x (zeros, its bytes still counted).
+    # strips: 81 rows of 100 in strips of 2 (N 208), so the last tile's second strip lies
+    # past the last image and its halo copy is wholly outside x (zeros, its bytes still
+    # counted). A 1 x 17 kernel: its 17 weight tiles are more than the resident-weights
+    # form keeps, which takes a 3 x 3 one (strips of 232 keep 85%).
     def build_halo_odd_strips(p):
-        p.op(pw.Op.CONV2D, [p.input([1, 64, 81, 100]), p.const([64, 64, 3, 3], 0.1),
+        p.op(pw.Op.CONV2D, [p.input([1, 64, 81, 100]), p.const([64, 64, 1, 17], 0.1),
                             p.const([64], 0.2)],
-             p.out([1, 64, 81, 100]), [1, 1, 1, 1, 1, 1, 1])
+             p.out([1, 64, 81, 100]), [1, 1, 0, 8, 1, 1, 1])
     yield "conv2d_halo_odd_strips", -1.0, 1.0, build_halo_odd_strips
 
     # More strips than two a block on a GPU of up to 139 SMs (the H200 has 132), so that
     # both consumers take several in turn and every ring wraps: 280 images of one 220-wide
     # row. The first conv, 64 -> 64 channels through a 1 x 3 kernel, runs on the
-    # resident-weights form (strips of 256), its input added and the RELU, channels last;
+    # resident-weights form (strips of 232), its input added and the RELU, channels last;
     # the second, 64 -> 72 and 1 x 1, on the form that streams its weights (one strip and
     # 128 channels a tile, N 224), writing the plan's NCHW output.
     def build_halo_units(p):
@@ -821,7 +825,7 @@ def issue5_cases():
     yield "conv2d_halo_units", -1.0, 1.0, build_halo_units
 
     # The resident-weights form with two halo slots: a 3 x 1 kernel over 220-wide rows makes
-    # a slot 88 KB (256 positions and two rows of taps below them), and three would not fit
+    # a slot 84 KB (232 positions and two rows of taps below them), and three would not fit
     # beside the weights; 280 images of one row, so that some blocks take three strips and
     # the first slot is used again (the GPU's 64 tiles of 128 positions, which the
     # implicit-GEMM kernels need, come with it); the RELU, the plan's NCHW output.
@@ -832,7 +836,7 @@ def issue5_cases():
         p.op(pw.Op.RELU, [c], p.out([280, 64, 1, 220]))
     yield "conv2d_halo_two_slots", -1.0, 1.0, build_halo_two_slots
 
-    # The streaming form with one halo stage: 200-wide rows make a strip's halo 79 KB, and
+    # The streaming form with one halo stage: 200-wide rows make a strip's halo 77 KB, and
     # two would leave fewer than 4 weight stages. Over 64 channels (one chunk a tile) it
     # runs so; over 128 (two chunks) the kernel would wait for the halo it holds, so that
     # conv stays on conv_wgmma. 72 channels out: one strip a block.
@@ -847,7 +851,7 @@ def issue5_cases():
     # rows of 32 bytes, one K step of 16 a tap): 300 images of 8 x 120, a strip of 4 output
     # rows each, so that both consumers take strips on a GPU of up to 150 SMs; the RELU,
     # and the output channels last for the max pool after it, which a 1x1 conv reads (on
-    # the streaming form, two 2 x 30 images a strip of N 128, two strips a block).
+    # the streaming form, two 2 x 30 images a strip of N 120, two strips a block).
     yield "conv2d_halo_stem", -1.0, 1.0, lambda p: stem_pool_conv(p, [300, 3, 8, 120], 64)
 
     pools = [("max_k3s2p1", pw.Op.MAX_POOL2D, [2, 3, 9, 9], 3, 2, 1, 1, 0, 0, 0),
@@ -1495,9 +1499,10 @@ def norm_add_cases():
     yield "norm_add_bcast", -3.0, 3.0, build_bcast
 
 def bench_cases():
-    """The demo's MLP (examples/demo.py): 4 x (Linear(1024, 1024) + GELU), float16, at
-    batch 1 and 4096, with GELU's erf form (PyTorch's default) and its tanh form (which
-    the CUDA executor fuses into the GEMM epilogue)."""
+    """Plans timed, not checked: the demo's MLP (examples/demo.py): 4 x (Linear(1024, 1024)
+    + GELU), float16, at batch 1 and 4096, with GELU's erf form (PyTorch's default) and
+    its tanh form (which the CUDA executor fuses into the GEMM epilogue); and resnet18's
+    basic blocks at batch 64."""
     for batch in (1, 4096):
         for approximate, form in ((0, "erf"), (1, "tanh")):
             p = Plan(pw.Dtype.FLOAT16, 1000 + batch + approximate)
@@ -1509,6 +1514,11 @@ def bench_cases():
                 p.op(pw.Op.GELU, [t], g, [approximate])
                 h = g
             yield f"bench_mlp1024_gelu_{form}_b{batch}_f16", p
+    # resnet18's basic blocks at batch 64 (its stride-1 3x3 convs, on the halo kernel).
+    for c, size in ((64, 56), (128, 28), (256, 14), (512, 7)):
+        p = Plan(pw.Dtype.FLOAT16, 2000 + c)
+        resnet_block(p, [64, c, size, size], 0.05)
+        yield f"bench_resnet_block{c}_b64_f16", p
 
 
 def linear_act(rows, k, n, opcode, approximate, bias, to_output, x_shape=None):
@@ -1613,6 +1623,23 @@ def stem_cases():
     yield "conv2d_halo_pool_stem", -1.0, 1.0, lambda p: stem_pool_conv(p, [150, 3, 8, 224], 16)
 
 
+def halo_widths_cases():
+    """The halo kernel's strip widths that no other case takes (after the other cases, so
+    their seeds stay as they were), each conv of 64 channels into 72 (two channel tiles of
+    a block, the second mostly empty), stride 1, its own input and output: 14 x 14 images
+    one a strip of N 216 (resnet18's layer3), rows of 60 two a strip of N 128, 2 x 70
+    images one a strip of N 144, and rows of 240 on the resident-weights form (64 out, N
+    256: 232 holds no row)."""
+    def build(p):
+        for shape, kh, pad_h, out in (([42, 64, 14, 14], 3, 1, 72), ([36, 64, 4, 60], 3, 1, 72),
+                                      ([60, 64, 2, 70], 3, 1, 72), ([64, 64, 1, 240], 1, 0, 64)):
+            n, c, h, w = shape  # kh x 3 kernels, the width kept (padding 1)
+            p.op(pw.Op.CONV2D, [p.input(shape), p.const([out, c, kh, 3], 0.1),
+                                p.const([out], 0.2)],
+                 p.out([n, out, h + 2 * pad_h - kh + 1, w]), [1, 1, pad_h, 1, 1, 1, 1])
+    yield "conv2d_halo_widths", -1.0, 1.0, build
+
+
 def reduce_columns_cases():
     """REDUCEs whose outputs are contiguous columns of x, 32 a block (after the other
     cases, so their seeds stay as they were): columns not a multiple of 32 (40, 520: a
@@ -1676,7 +1703,8 @@ def main():
                                    list(gemm_wgmma_cases()) + list(pool_channels_last_cases()) +
                                    list(halo_images_cases()) + list(stem_cases()) +
                                    list(reduce_columns_cases()) + list(gemv_groups_cases()) +
-                                   list(gemm_wgmma_waves_cases()) + list(gemv_mma_cases())):
+                                   list(gemm_wgmma_waves_cases()) + list(gemv_mma_cases()) +
+                                   list(halo_widths_cases())):
         for dtype_name, dtype in dtypes:
             seed += 1
             if dtype_name not in ONLY_DTYPES.get(name, (dtype_name,)):

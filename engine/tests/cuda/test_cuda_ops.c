@@ -30,6 +30,7 @@
 #include "cuda_driver.h"
 #include "cuda_executor.h"
 #include "float_formats.h"
+#include "kernel_params.h"
 #include "program_internal.h"
 #include "test_support.h"
 
@@ -383,11 +384,12 @@ static const struct {
  * slots, a stem read space-to-depth (16 channels) of 300 strips, two or more for each SM
  * of the GPU, its output channels last (igemm_stem, 81 strips, is the control: it stays
  * on conv_wgmma), and the 1x1 conv after its pool, two 2 x 30 images a strip; 7 x 7
- * images two a strip of N 144, the output NCHW or channels last (every other halo conv
+ * images two a strip of N 120, the output NCHW or channels last (every other halo conv
  * is the control for stacking: strips of rows); a 16-channel stem of resnet's width
  * whose epilogue takes the max pool (its 1x1 conv after on conv_wgmma: 16 channels); an
- * odd number of strips two a block (the last copy wholly outside x); and one halo stage
- * over one chunk (over two: conv_wgmma). */
+ * odd number of strips two a block (the last copy wholly outside x); one halo stage
+ * over one chunk (over two: conv_wgmma); and the widths no other case takes (three
+ * streamed, one keeping its weights). */
 static const struct {
   const char* prefix;
   uint32_t conv_halos, conv_halo_units, conv_halo_stacked;
@@ -404,6 +406,7 @@ static const struct {
     {"conv2d_halo_stem_", 2, 1, 1},
     {"conv2d_halo_images_", 1, 0, 1},
     {"conv2d_halo_pool_stem_", 1, 1, 0},
+    {"conv2d_halo_widths_", 4, 1, 0},
 };
 
 /* Cases with an ADD right before a LAYER_NORM, and how many of those ADDs the LAYER_NORM
@@ -534,6 +537,8 @@ static void run_op_case(const char* dir, const char* name, double low, double hi
   g_totals.conv_halos += info.conv_halos;
   g_totals.conv_halo_units += info.conv_halo_units;
   g_totals.conv_halo_stacked += info.conv_halo_stacked;
+  g_totals.conv_halo_kernels |= info.conv_halo_kernels;
+  g_totals.conv_halo = g_totals.conv_halo || info.conv_halo;
   g_totals.conv_wgmma = g_totals.conv_wgmma || info.conv_wgmma;
   g_totals.fused_residuals += info.fused_residuals;
   g_totals.gemv_kernels += info.gemv_kernels;
@@ -682,9 +687,9 @@ static void run_op_case(const char* dir, const char* name, double low, double hi
      * bfloat16. Every other case is a control: stride 2 (o136_stride2, 1x1_stride2),
      * packed channels neither 16 nor a multiple of 64 (3x3, dil_rect and the blocks and
      * chains of 8 channels; fold_c1_k5, read space-to-depth in 8), 16 with taps not a
-     * multiple of 4 (tiles96's 9), too few positions kept by strips of 256 (fold_c4_k4 and
-     * fold_relu: 73% and 75%, and 44 strips each), more than 64 output channels
-     * (fold_rect) or fewer strips than two an SM (igemm_stem, 81), float32, and the
+     * multiple of 4 (tiles96's 9), fewer strips than two an SM (fold_c4_k4 and fold_relu,
+     * 44 each, whose strips of 232 keep 80% and 83% of the positions; igemm_stem, 81),
+     * more than 64 output channels (fold_rect), float32, and the
      * executors without it (EMBER_CUDA_WGMMA=0, other GPUs). */
     uint32_t expected = 0, expected_units = 0, expected_stacked = 0;
     for (size_t c = 0; c < sizeof kHalo / sizeof kHalo[0]; ++c) {
@@ -1358,6 +1363,15 @@ int main(int argc, char** argv) {
   const bool pdl_auto = pdl_gpu && !env_is("EMBER_CUDA_PDL", "1") && !env_is("EMBER_CUDA_PDL", "0");
   printf("op cases: %u programmatic (PDL) graph edges; %u graphs timed with and without PDL, "
          "%u of them kept it\n", g_totals.programmatic_edges, g_pdl_timed, g_pdl_kept);
+  /* Where this GPU takes the halo kernel, the whole list ran every one of its kernels
+   * (conv2d_halo_widths takes the widths no other case does). */
+  if (filter[0] == '\0' && g_totals.conv_halo) {
+    const uint32_t every = ((1u << EMBER_K_CONV_HALO_WIDTH_COUNT) - 1u) |
+                           ((1u << 2 * EMBER_K_CONV_HALO_UNITS_WIDTH_COUNT) - 1u) << 8;
+    EXPECT(g_totals.conv_halo_kernels == every,
+           "the halo kernels that ran: mask %#x, expected %#x (kernel ids' order, "
+           "cuda_executor.h conv_halo_kernels)", g_totals.conv_halo_kernels, every);
+  }
   if (g_cases_run > 0) {
     if (pdl_auto) {
       EXPECT(g_pdl_timed > 0 && g_totals.pdl == (g_pdl_kept > 0),

@@ -54,12 +54,6 @@ __device__ __forceinline__ int strip_rows(const ember_k_conv_halo_params& hp, in
                              : min(hp.rows, hp.conv.oh - oh0);
 }
 
-/* The rows (of pitch positions) between a strip's images: each image's halo is OH + KH - 1
- * rows, and so are its positions. */
-__device__ __forceinline__ int strip_image_rows(const ember_k_conv_halo_params& hp) {
-  return hp.conv.oh + hp.taps / hp.kw - 1;
-}
-
 /* Writes a consumer warpgroup's tile (the strip's positions of 64 channels from o0, biased
  * and rounded, [f][EMBER_K_CONV_HALO_OUT_STRIDE]) of strip `strip` into a channels-last y
  * (o a multiple of 8): 16 bytes (8 channels of one position) a thread at a time, the
@@ -81,7 +75,7 @@ __device__ __forceinline__ void store_halo_tile(const ember_k_conv_halo_params& 
   uint16_t* y = reinterpret_cast<uint16_t*>(p.y);
   const bool residual_last = (p.layout & EMBER_K_CONV_IGEMM_RESIDUAL_CHANNELS_LAST) != 0;
   const bool residual_vector = residual_last && aligned16(p.residual);
-  const int image_rows = strip_image_rows(hp);
+  const int image_rows = hp.image_rows;
   /* The position's image (from n), its row in that image (from oh0) and column. */
   int position = thread >> 3, image = 0, r = position / p.ow, ow = position - r * p.ow;
   for (; r >= p.oh - oh0; r -= p.oh - oh0) ++image; /* oh0 is 0 where a strip has images */
@@ -129,7 +123,7 @@ __device__ __forceinline__ void store_halo_tile_nchw(const ember_k_conv_halo_par
   strip_origin(hp, strip, n, oh0);
   if (n >= hp.images) return;
   const int rows = strip_rows(hp, n, oh0), groups = (p.ow + 7) / 8; /* of 8 in a row */
-  const int plane = p.oh * p.ow, units = 64 * rows * groups, image_rows = strip_image_rows(hp);
+  const int plane = p.oh * p.ow, units = 64 * rows * groups, image_rows = hp.image_rows;
   const int image_oh = p.oh - oh0; /* rows of an image in the strip, where it has images */
   uint16_t* y = reinterpret_cast<uint16_t*>(p.y);
   const bool residual_last = (p.layout & EMBER_K_CONV_IGEMM_RESIDUAL_CHANNELS_LAST) != 0;
@@ -365,6 +359,15 @@ __device__ __forceinline__ void conv_halo(const ember_k_conv_halo_params& hp, ui
   };
   static_assert(8 * (4 + 2 * EMBER_K_CONV_HALO_MAX_W_STAGES) <= EMBER_K_CONV_HALO_BARRIER_BYTES,
                 "the barriers fit");
+  /* Each halo buffer's bytes past its copy, which no copy writes: zeros, the padding right
+   * of the strip's last row (and below its last image) that kept positions' taps read. */
+  const int tail_vectors = (hp.halo_bytes - hp.halo_box_bytes) / 16;
+  for (int i = tid; i < hp.halo_stages * hp.strips_per_block * tail_vectors; i += blockDim.x) {
+    const int buffer = i / tail_vectors, v = i - buffer * tail_vectors;
+    *reinterpret_cast<uint4*>(smem + buffer * hp.halo_bytes + hp.halo_box_bytes + 16 * v) =
+        make_uint4(0, 0, 0, 0);
+  }
+  fence_proxy_async(); /* before the MMAs (the async proxy) read them */
   if (tid == 0) {
     for (int s = 0; s < hp.halo_stages; ++s) {
       mbarrier_init(halo_full(s), 1);
@@ -498,10 +501,9 @@ __device__ __forceinline__ void conv_halo(const ember_k_conv_halo_params& hp, ui
  * channels by 128 positions for every conv of this file, weights streamed (layer2-3's
  * convs 7-11 us slower each); and two accumulator chains of 128 positions rather than one
  * of 256 (a little slower). */
-template <typename T, int C>
+template <typename T, int C, int N>
 __device__ __forceinline__ void conv_halo_units(const ember_k_conv_halo_params& hp, uint8_t* smem) {
   static_assert(C == 16 || C == 64, "halo rows of 32 or 128 bytes");
-  constexpr int N = 256;
   constexpr uint32_t kWBytes = 64u * 128u;
   const ember_k_conv_igemm_params& p = hp.conv;
   const int tid = threadIdx.x, warpgroup = tid >> 7;
@@ -661,10 +663,10 @@ __device__ __forceinline__ void conv_halo_entry(const ember_k_conv_halo_params& 
 #endif
 }
 
-template <typename T, int C>
+template <typename T, int C, int N>
 __device__ __forceinline__ void conv_halo_units_entry(const ember_k_conv_halo_params& hp) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  conv_halo_units<T, C>(hp, swizzle_aligned_shared());
+  conv_halo_units<T, C, N>(hp, swizzle_aligned_shared());
 #else
   (void)hp;
   __trap(); /* built for another target than sm_90a: the host never launches it there */
@@ -673,30 +675,38 @@ __device__ __forceinline__ void conv_halo_units_entry(const ember_k_conv_halo_pa
 
 }  // namespace ember
 
-/* One kernel per strip width N: wgmma's N is part of the instruction. __grid_constant__:
- * the tensor maps are read by the TMA where the launch put them. */
+/* One kernel per strip width N (EMBER_K_CONV_HALO_WIDTHS): wgmma's N is part of the
+ * instruction. __grid_constant__: the tensor maps are read by the TMA where the launch put
+ * them. */
 #define EMBER_CONV_HALO_KERNEL(n, suffix, type)                                             \
   extern "C" __global__ void __launch_bounds__(EMBER_K_CONV_HALO_THREADS, 1)               \
       ember_conv_halo##n##_##suffix(const __grid_constant__ ember_k_conv_halo_params p) {   \
     ember::begin_after_previous_grid();                                                     \
     ember::conv_halo_entry<type, n>(p);                                                     \
   }
-EMBER_CONV_HALO_KERNEL(128, f16, __half)
-EMBER_CONV_HALO_KERNEL(128, bf16, __nv_bfloat16)
-EMBER_CONV_HALO_KERNEL(144, f16, __half)
-EMBER_CONV_HALO_KERNEL(144, bf16, __nv_bfloat16)
-EMBER_CONV_HALO_KERNEL(224, f16, __half)
-EMBER_CONV_HALO_KERNEL(224, bf16, __nv_bfloat16)
+#define EMBER_CONV_HALO_KERNELS(n)               \
+  EMBER_CONV_HALO_KERNEL(n, f16, __half)         \
+  EMBER_CONV_HALO_KERNEL(n, bf16, __nv_bfloat16)
+EMBER_CONV_HALO_KERNELS(120)
+EMBER_CONV_HALO_KERNELS(128)
+EMBER_CONV_HALO_KERNELS(144)
+EMBER_CONV_HALO_KERNELS(208)
+EMBER_CONV_HALO_KERNELS(216)
+EMBER_CONV_HALO_KERNELS(224)
 
-/* One kernel per halo row: 64 channels (ember_conv_halo_units256_*) or 16 (..._c16_*), as
- * one kernel with both loops had ptxas serialize every wgmma of both (C7520). */
-#define EMBER_CONV_HALO_UNITS_KERNEL(name, c, suffix, type)                                  \
+/* One kernel per strip width (EMBER_K_CONV_HALO_UNITS_WIDTHS) and halo row: 64 channels
+ * (ember_conv_halo_units<n>_*) or 16 (..._c16_*), as one kernel with both loops had
+ * ptxas serialize every wgmma of both (C7520). */
+#define EMBER_CONV_HALO_UNITS_KERNEL(name, c, n, suffix, type)                               \
   extern "C" __global__ void __launch_bounds__(EMBER_K_CONV_HALO_THREADS, 1)                 \
       name##_##suffix(const __grid_constant__ ember_k_conv_halo_params p) {                   \
     ember::begin_after_previous_grid();                                                       \
-    ember::conv_halo_units_entry<type, c>(p);                                                 \
+    ember::conv_halo_units_entry<type, c, n>(p);                                              \
   }
-EMBER_CONV_HALO_UNITS_KERNEL(ember_conv_halo_units256, 64, f16, __half)
-EMBER_CONV_HALO_UNITS_KERNEL(ember_conv_halo_units256, 64, bf16, __nv_bfloat16)
-EMBER_CONV_HALO_UNITS_KERNEL(ember_conv_halo_units256_c16, 16, f16, __half)
-EMBER_CONV_HALO_UNITS_KERNEL(ember_conv_halo_units256_c16, 16, bf16, __nv_bfloat16)
+#define EMBER_CONV_HALO_UNITS_KERNELS(n)                                                     \
+  EMBER_CONV_HALO_UNITS_KERNEL(ember_conv_halo_units##n, 64, n, f16, __half)                 \
+  EMBER_CONV_HALO_UNITS_KERNEL(ember_conv_halo_units##n, 64, n, bf16, __nv_bfloat16)         \
+  EMBER_CONV_HALO_UNITS_KERNEL(ember_conv_halo_units##n##_c16, 16, n, f16, __half)           \
+  EMBER_CONV_HALO_UNITS_KERNEL(ember_conv_halo_units##n##_c16, 16, n, bf16, __nv_bfloat16)
+EMBER_CONV_HALO_UNITS_KERNELS(232)
+EMBER_CONV_HALO_UNITS_KERNELS(256)

@@ -61,19 +61,39 @@ __device__ __forceinline__ void fence_accumulators(float (&d)[N]) {
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
-/* wgmma.mma_async m64nNk16 (N 64, 128, 144, 224 or 256), float32 accumulators d += A·B
- * (N / 2 a thread), A and B K-major in shared memory (descriptors a, b) with the 128-byte
- * swizzle, in T's PTX type (float16 or bfloat16). */
-#define EMBER_WGMMA_ACC8(i)                                                                 \
-  "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
-      "+f"(d[i + 6]), "+f"(d[i + 7])
+/* wgmma.mma_async m64nNk16 (N one of kWgmmaWidth), float32 accumulators d += A·B (N / 2 a
+ * thread), A and B K-major in shared memory (descriptors a, b) with the 128-byte swizzle,
+ * in T's PTX type (float16 or bfloat16). Inline assembly names every accumulator, so
+ * each N has its operand list: 8-register pieces (EMBER_WGMMA_R<first>, and
+ * EMBER_WGMMA_Q<first> for a last 4), then a, b and the scale-d predicate. */
+#define EMBER_WGMMA_R0 "%0, %1, %2, %3, %4, %5, %6, %7"
+#define EMBER_WGMMA_R8 ", %8, %9, %10, %11, %12, %13, %14, %15"
+#define EMBER_WGMMA_R16 ", %16, %17, %18, %19, %20, %21, %22, %23"
+#define EMBER_WGMMA_R24 ", %24, %25, %26, %27, %28, %29, %30, %31"
+#define EMBER_WGMMA_R32 ", %32, %33, %34, %35, %36, %37, %38, %39"
+#define EMBER_WGMMA_R40 ", %40, %41, %42, %43, %44, %45, %46, %47"
+#define EMBER_WGMMA_R48 ", %48, %49, %50, %51, %52, %53, %54, %55"
+#define EMBER_WGMMA_R56 ", %56, %57, %58, %59, %60, %61, %62, %63"
+#define EMBER_WGMMA_R64 ", %64, %65, %66, %67, %68, %69, %70, %71"
+#define EMBER_WGMMA_R72 ", %72, %73, %74, %75, %76, %77, %78, %79"
+#define EMBER_WGMMA_R80 ", %80, %81, %82, %83, %84, %85, %86, %87"
+#define EMBER_WGMMA_R88 ", %88, %89, %90, %91, %92, %93, %94, %95"
+#define EMBER_WGMMA_R96 ", %96, %97, %98, %99, %100, %101, %102, %103"
+#define EMBER_WGMMA_R104 ", %104, %105, %106, %107, %108, %109, %110, %111"
+#define EMBER_WGMMA_R112 ", %112, %113, %114, %115, %116, %117, %118, %119"
+#define EMBER_WGMMA_R120 ", %120, %121, %122, %123, %124, %125, %126, %127"
+#define EMBER_WGMMA_Q56 ", %56, %57, %58, %59"
+#define EMBER_WGMMA_Q104 ", %104, %105, %106, %107"
+#define EMBER_WGMMA_Q112 ", %112, %113, %114, %115"
+/* The first 32, 64 and 96 of them. */
+#define EMBER_WGMMA_U32 EMBER_WGMMA_R0 EMBER_WGMMA_R8 EMBER_WGMMA_R16 EMBER_WGMMA_R24
+#define EMBER_WGMMA_U64 EMBER_WGMMA_U32 EMBER_WGMMA_R32 EMBER_WGMMA_R40 EMBER_WGMMA_R48 EMBER_WGMMA_R56
+#define EMBER_WGMMA_U96 EMBER_WGMMA_U64 EMBER_WGMMA_R64 EMBER_WGMMA_R72 EMBER_WGMMA_R80 EMBER_WGMMA_R88
+#define EMBER_WGMMA_ACC4(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3])
+#define EMBER_WGMMA_ACC8(i) EMBER_WGMMA_ACC4(i), EMBER_WGMMA_ACC4(i + 4)
 #define EMBER_WGMMA_ACC32(i) \
   EMBER_WGMMA_ACC8(i), EMBER_WGMMA_ACC8(i + 8), EMBER_WGMMA_ACC8(i + 16), EMBER_WGMMA_ACC8(i + 24)
-#define EMBER_WGMMA_REGS32 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-#define EMBER_WGMMA_REGS64 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-#define EMBER_WGMMA_REGS72 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71"
-#define EMBER_WGMMA_REGS112 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111"
-#define EMBER_WGMMA_REGS128 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+#define EMBER_WGMMA_ACC96 EMBER_WGMMA_ACC32(0), EMBER_WGMMA_ACC32(32), EMBER_WGMMA_ACC32(64)
 /* n: N; regs: the accumulators' operand numbers; a, b and the scale-d predicate follow. */
 #define EMBER_WGMMA(n, ty, regs, a_index, b_index, p_index, ...)                              \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #p_index ", 0;\n"                        \
@@ -81,61 +101,81 @@ __device__ __forceinline__ void fence_accumulators(float (&d)[N]) {
                "%" #a_index ", %" #b_index ", p, 1, 1, 0, 0;\n}\n"                              \
                : __VA_ARGS__                                                                 \
                : "l"(a), "l"(b), "r"(1))
+/* EMBER_WGMMA in T's type (kHalf: float16). */
+#define EMBER_WGMMA_T(n, regs, a_index, b_index, p_index, ...)                     \
+  if constexpr (kHalf) {                                                         \
+    EMBER_WGMMA(n, "f16", regs, a_index, b_index, p_index, __VA_ARGS__);         \
+  } else {                                                                       \
+    EMBER_WGMMA(n, "bf16", regs, a_index, b_index, p_index, __VA_ARGS__);        \
+  }
+
+/* The N that wgmma_mma takes: the strips of Ember's kernels. */
+template <int N>
+constexpr bool kWgmmaWidth = N == 64 || N == 120 || N == 128 || N == 144 || N == 208 ||
+                             N == 216 || N == 224 || N == 232 || N == 256;
 
 template <typename T, int N>
 __device__ __forceinline__ void wgmma_mma(float (&d)[N / 2], uint64_t a, uint64_t b) {
   constexpr bool kHalf = std::is_same<T, __half>::value;
   static_assert(kHalf || std::is_same<T, __nv_bfloat16>::value, "float16 or bfloat16");
-  static_assert(N == 64 || N == 128 || N == 144 || N == 224 || N == 256,
-                "the tiles Ember's kernels use");
+  static_assert(kWgmmaWidth<N>, "the strips Ember's kernels use");
   if constexpr (N == 64) {
-    if constexpr (kHalf) {
-      EMBER_WGMMA(64, "f16", EMBER_WGMMA_REGS32, 32, 33, 34, EMBER_WGMMA_ACC32(0));
-    } else {
-      EMBER_WGMMA(64, "bf16", EMBER_WGMMA_REGS32, 32, 33, 34, EMBER_WGMMA_ACC32(0));
-    }
+    EMBER_WGMMA_T(64, EMBER_WGMMA_U32, 32, 33, 34, EMBER_WGMMA_ACC32(0))
+  } else if constexpr (N == 120) {
+    EMBER_WGMMA_T(120, EMBER_WGMMA_U32 EMBER_WGMMA_R32 EMBER_WGMMA_R40 EMBER_WGMMA_R48 EMBER_WGMMA_Q56,
+                  60, 61, 62, EMBER_WGMMA_ACC32(0), EMBER_WGMMA_ACC8(32), EMBER_WGMMA_ACC8(40),
+                  EMBER_WGMMA_ACC8(48), EMBER_WGMMA_ACC4(56))
   } else if constexpr (N == 128) {
-    if constexpr (kHalf) {
-      EMBER_WGMMA(128, "f16", EMBER_WGMMA_REGS64, 64, 65, 66, EMBER_WGMMA_ACC32(0),
-                  EMBER_WGMMA_ACC32(32));
-    } else {
-      EMBER_WGMMA(128, "bf16", EMBER_WGMMA_REGS64, 64, 65, 66, EMBER_WGMMA_ACC32(0),
-                  EMBER_WGMMA_ACC32(32));
-    }
+    EMBER_WGMMA_T(128, EMBER_WGMMA_U64, 64, 65, 66, EMBER_WGMMA_ACC32(0), EMBER_WGMMA_ACC32(32))
   } else if constexpr (N == 144) {
-    if constexpr (kHalf) {
-      EMBER_WGMMA(144, "f16", EMBER_WGMMA_REGS72, 72, 73, 74, EMBER_WGMMA_ACC32(0),
-                  EMBER_WGMMA_ACC32(32), EMBER_WGMMA_ACC8(64));
-    } else {
-      EMBER_WGMMA(144, "bf16", EMBER_WGMMA_REGS72, 72, 73, 74, EMBER_WGMMA_ACC32(0),
-                  EMBER_WGMMA_ACC32(32), EMBER_WGMMA_ACC8(64));
-    }
+    EMBER_WGMMA_T(144, EMBER_WGMMA_U64 EMBER_WGMMA_R64, 72, 73, 74, EMBER_WGMMA_ACC32(0),
+                  EMBER_WGMMA_ACC32(32), EMBER_WGMMA_ACC8(64))
+  } else if constexpr (N == 208) {
+    EMBER_WGMMA_T(208, EMBER_WGMMA_U96 EMBER_WGMMA_R96, 104, 105, 106, EMBER_WGMMA_ACC96,
+                  EMBER_WGMMA_ACC8(96))
+  } else if constexpr (N == 216) {
+    EMBER_WGMMA_T(216, EMBER_WGMMA_U96 EMBER_WGMMA_R96 EMBER_WGMMA_Q104, 108, 109, 110,
+                  EMBER_WGMMA_ACC96, EMBER_WGMMA_ACC8(96), EMBER_WGMMA_ACC4(104))
   } else if constexpr (N == 224) {
-    if constexpr (kHalf) {
-      EMBER_WGMMA(224, "f16", EMBER_WGMMA_REGS112, 112, 113, 114, EMBER_WGMMA_ACC32(0),
-                  EMBER_WGMMA_ACC32(32), EMBER_WGMMA_ACC32(64), EMBER_WGMMA_ACC8(96),
-                  EMBER_WGMMA_ACC8(104));
-    } else {
-      EMBER_WGMMA(224, "bf16", EMBER_WGMMA_REGS112, 112, 113, 114, EMBER_WGMMA_ACC32(0),
-                  EMBER_WGMMA_ACC32(32), EMBER_WGMMA_ACC32(64), EMBER_WGMMA_ACC8(96),
-                  EMBER_WGMMA_ACC8(104));
-    }
-  } else if constexpr (kHalf) {
-    EMBER_WGMMA(256, "f16", EMBER_WGMMA_REGS128, 128, 129, 130, EMBER_WGMMA_ACC32(0),
-                EMBER_WGMMA_ACC32(32), EMBER_WGMMA_ACC32(64), EMBER_WGMMA_ACC32(96));
+    EMBER_WGMMA_T(224, EMBER_WGMMA_U96 EMBER_WGMMA_R96 EMBER_WGMMA_R104, 112, 113, 114,
+                  EMBER_WGMMA_ACC96, EMBER_WGMMA_ACC8(96), EMBER_WGMMA_ACC8(104))
+  } else if constexpr (N == 232) {
+    EMBER_WGMMA_T(232, EMBER_WGMMA_U96 EMBER_WGMMA_R96 EMBER_WGMMA_R104 EMBER_WGMMA_Q112, 116, 117,
+                  118, EMBER_WGMMA_ACC96, EMBER_WGMMA_ACC8(96), EMBER_WGMMA_ACC8(104),
+                  EMBER_WGMMA_ACC4(112))
   } else {
-    EMBER_WGMMA(256, "bf16", EMBER_WGMMA_REGS128, 128, 129, 130, EMBER_WGMMA_ACC32(0),
-                EMBER_WGMMA_ACC32(32), EMBER_WGMMA_ACC32(64), EMBER_WGMMA_ACC32(96));
+    EMBER_WGMMA_T(256, EMBER_WGMMA_U96 EMBER_WGMMA_R96 EMBER_WGMMA_R104 EMBER_WGMMA_R112 EMBER_WGMMA_R120,
+                  128, 129, 130, EMBER_WGMMA_ACC96, EMBER_WGMMA_ACC32(96))
   }
 }
 #undef EMBER_WGMMA
+#undef EMBER_WGMMA_T
+#undef EMBER_WGMMA_ACC4
 #undef EMBER_WGMMA_ACC8
 #undef EMBER_WGMMA_ACC32
-#undef EMBER_WGMMA_REGS32
-#undef EMBER_WGMMA_REGS64
-#undef EMBER_WGMMA_REGS72
-#undef EMBER_WGMMA_REGS112
-#undef EMBER_WGMMA_REGS128
+#undef EMBER_WGMMA_ACC96
+#undef EMBER_WGMMA_U32
+#undef EMBER_WGMMA_U64
+#undef EMBER_WGMMA_U96
+#undef EMBER_WGMMA_R0
+#undef EMBER_WGMMA_R8
+#undef EMBER_WGMMA_R16
+#undef EMBER_WGMMA_R24
+#undef EMBER_WGMMA_R32
+#undef EMBER_WGMMA_R40
+#undef EMBER_WGMMA_R48
+#undef EMBER_WGMMA_R56
+#undef EMBER_WGMMA_R64
+#undef EMBER_WGMMA_R72
+#undef EMBER_WGMMA_R80
+#undef EMBER_WGMMA_R88
+#undef EMBER_WGMMA_R96
+#undef EMBER_WGMMA_R104
+#undef EMBER_WGMMA_R112
+#undef EMBER_WGMMA_R120
+#undef EMBER_WGMMA_Q56
+#undef EMBER_WGMMA_Q104
+#undef EMBER_WGMMA_Q112
 
 /* Four 8 x 8 matrices of 16-bit elements to shared memory, each from the registers
  * r[i] of a warp in mma's fragment layout (lane holds row lane / 4, columns 2·(lane % 4)
