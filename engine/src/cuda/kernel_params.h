@@ -637,10 +637,11 @@ typedef struct ember_k_gemm_wgmma_params {
  * -pad_w, loaded once per 64 channels by one tensor copy, zeros outside x), and positions
  * with ow >= OW are computed and dropped. pitch = W + pad_w: a row's right padding is the
  * next row's left padding (zeros), and the last row's is the halo buffer's bytes past the
- * copy, which the kernel keeps zero. With strip_images > 1, a strip is that many whole
- * images (rows = OH, strips = 1) stacked in one halo, each its image_rows = H + pad_h rows
- * of pitch pixels from row -pad_h (an image's bottom padding is the next one's top, and
- * the last one's the zeros past the copy): image i's positions are the first image's
+ * copy, which the kernel keeps zero (OW + KW - 1 where pad_w > KW - 1). With
+ * strip_images > 1, a strip is that many whole images (rows = OH, strips = 1) stacked in
+ * one halo, each its image_rows = H + pad_h rows of pitch pixels from row -pad_h (an
+ * image's bottom padding is the next one's top, and the last one's the zeros past the
+ * copy; OH + KH - 1 where pad_h > KH - 1): image i's positions are the first image's
  * moved by i·image_rows·pitch, and the positions between images are dropped too
  * (resnet18's 7 x 7 convs: two images in N 120). `conv`
  * holds the rest as for the implicit GEMM: x (what x_map names), w (the implicit GEMM's
