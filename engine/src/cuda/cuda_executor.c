@@ -138,6 +138,7 @@ typedef struct ember_cuda_executor {
   uint32_t conv_halo_stacked; /* of those, with whole images stacked in a strip */
   uint32_t conv_halo_kernels; /* the halo kernels they ran on (ember_cuda_executor_info) */
   uint32_t reduce_columns;    /* REDUCEs taken 32 contiguous outputs a block */
+  uint32_t reduce_column_vectors; /* of those, 16 bytes of outputs a lane */
   uint32_t conv_residuals;
   /* Per op: a CONV2D too small for the implicit-GEMM kernel that runs as im2col from
    * channels last + cuBLASLt with its output channels last (plan_channels_last decides,
@@ -1650,8 +1651,13 @@ static void build_reduce(ember_cuda_executor* executor, uint32_t i) {
   if (!short_reduction && p.red_count <= EMBER_K_REDUCE_WARP_MAX) {
     const int64_t cols = p.kept_rank > 0 ? p.kept_dims[p.kept_rank - 1] : 0;
     if (cols >= EMBER_K_REDUCE_COLUMNS_MIN && p.kept_strides[p.kept_rank - 1] == 1) {
-      p.form = EMBER_K_REDUCE_COLUMNS;
-      blocks = (y->numel / (uint64_t)cols) * ceil_div_u64((uint64_t)cols, 32u);
+      /* 16 bytes of columns a lane where every vector stays whole and aligned. */
+      const int64_t v = 16 / (int64_t)ember_dtype_size(x->dtype);
+      bool vectors = cols % v == 0;
+      for (uint32_t d = 0; d + 1 < p.kept_rank; ++d) vectors = vectors && p.kept_strides[d] % v == 0;
+      for (uint32_t d = 0; d < p.red_rank; ++d) vectors = vectors && p.red_strides[d] % v == 0;
+      p.form = vectors ? EMBER_K_REDUCE_COLUMN_VECTORS : EMBER_K_REDUCE_COLUMNS;
+      blocks = (y->numel / (uint64_t)cols) * ceil_div_u64((uint64_t)cols, vectors ? 32u * (uint64_t)v : 32u);
     } else {
       p.form = EMBER_K_REDUCE_WARPS;
       blocks = ceil_div_u64(y->numel, warps_per_block);
@@ -1663,7 +1669,10 @@ static void build_reduce(ember_cuda_executor* executor, uint32_t i) {
                             grid_for_elements(executor, y->numel), &p, sizeof p)
           : add_kernel_step(executor, i, EMBER_CUDA_KERNEL_REDUCE_BLOCK + dt,
                             grid_for_rows(executor, blocks), &p, sizeof p);
-  if (p.form == EMBER_K_REDUCE_COLUMNS) ++executor->reduce_columns;
+  if (p.form == EMBER_K_REDUCE_COLUMNS || p.form == EMBER_K_REDUCE_COLUMN_VECTORS) {
+    ++executor->reduce_columns;
+  }
+  if (p.form == EMBER_K_REDUCE_COLUMN_VECTORS) ++executor->reduce_column_vectors;
   add_ref(executor, step, ember_plan_op_input(plan, op, 0), offsetof(ember_k_reduce_params, x));
   add_ref(executor, step, ember_plan_op_output(plan, op, 0), offsetof(ember_k_reduce_params, y));
 }
@@ -5100,6 +5109,7 @@ void ember_cuda_executor_get_info(const ember_executor* base,
   out_info->conv_halo_stacked = executor->conv_halo_stacked;
   out_info->conv_halo_kernels = executor->conv_halo_kernels;
   out_info->reduce_columns = executor->reduce_columns;
+  out_info->reduce_column_vectors = executor->reduce_column_vectors;
   out_info->conv_packs = executor->conv_packs;
   out_info->conv_gemms_nhwc = executor->conv_gemms_nhwc;
   out_info->norm_adds = executor->norm_adds;

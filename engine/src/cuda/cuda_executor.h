@@ -70,6 +70,8 @@ typedef struct ember_cuda_executor_info {
                                      shared memory (a block an output row) */
   uint32_t reduce_columns;        /* REDUCEs whose outputs are contiguous columns of x (a
                                      channels-last global average pool), 32 a block */
+  uint32_t reduce_column_vectors; /* of those, 16 bytes of columns a lane (32·16 bytes a
+                                     block) */
   uint32_t norm_adds;             /* ADDs done by the LAYER_NORM right after them */
   uint32_t gemv_kernels;         /* LINEAR ops of few rows run as the gemv kernel, not cuBLASLt */
   uint32_t gemm_wgmmas;          /* LINEAR ops run with the activation after them (one cuBLASLt

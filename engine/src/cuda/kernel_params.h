@@ -183,11 +183,15 @@ typedef enum ember_k_reduce_op {
  * H200 a warp each took 20 us where a block took 6.5). COLUMNS: for those, where the
  * innermost kept dim has stride 1 and at least EMBER_K_REDUCE_COLUMNS_MIN elements (the
  * outputs are neighbouring columns of x: a channels-last global average pool), 32 columns
- * of one outer index a block, its warps splitting the reduction. */
+ * of one outer index a block, its warps splitting the reduction. COLUMN_VECTORS: COLUMNS
+ * with 16 bytes of columns a lane (32·16/sizeof(T) a block), where the columns are a
+ * multiple of those 16 bytes and every other stride too (x 16-byte aligned; else the
+ * kernel takes COLUMNS' loop). */
 typedef enum ember_k_reduce_form {
   EMBER_K_REDUCE_BLOCKS = 0,
   EMBER_K_REDUCE_WARPS = 1,
   EMBER_K_REDUCE_COLUMNS = 2,
+  EMBER_K_REDUCE_COLUMN_VECTORS = 3,
 } ember_k_reduce_form;
 
 #define EMBER_K_REDUCE_COLUMNS_MIN 8

@@ -386,9 +386,10 @@ ONLY_DTYPES = {"sdpa_flash_encoder": ("f16",),
                "gemv_rows64_at_bound": ("f16",), "linear_rows64_over_bound": ("f16",)}
 
 
-def resnet_block(p, shape, scale):
+def resnet_block(p, shape, scale, pool=False):
     """resnet's basic block at its input's shape: conv 3x3, RELU, conv 3x3, ADD of the
-    input, RELU."""
+    input, RELU; with `pool`, the global average pool after it (its output channels last)
+    writes the plan's output."""
     c = shape[1]
     x = p.input(shape)
     t = x
@@ -398,7 +399,11 @@ def resnet_block(p, shape, scale):
         if k == 0:
             t = p.op(pw.Op.RELU, [t], p.tmp(shape))
     s = p.op(pw.Op.ADD, [t, x], p.tmp(shape))
-    p.op(pw.Op.RELU, [s], p.out(shape))
+    if not pool:
+        p.op(pw.Op.RELU, [s], p.out(shape))
+        return
+    s = p.op(pw.Op.RELU, [s], p.tmp(shape))
+    p.op(pw.Op.REDUCE_MEAN, [s], p.out(shape[:2] + [1, 1]), [0b1100, 1])
 
 
 def stem_pool_conv(p, x_shape, channels):
@@ -1502,7 +1507,7 @@ def bench_cases():
     """Plans timed, not checked: the demo's MLP (examples/demo.py): 4 x (Linear(1024, 1024)
     + GELU), float16, at batch 1 and 4096, with GELU's erf form (PyTorch's default) and
     its tanh form (which the CUDA executor fuses into the GEMM epilogue); and resnet18's
-    basic blocks at batch 64."""
+    basic blocks at batch 64 (the last also with its global average pool)."""
     for batch in (1, 4096):
         for approximate, form in ((0, "erf"), (1, "tanh")):
             p = Plan(pw.Dtype.FLOAT16, 1000 + batch + approximate)
@@ -1514,11 +1519,15 @@ def bench_cases():
                 p.op(pw.Op.GELU, [t], g, [approximate])
                 h = g
             yield f"bench_mlp1024_gelu_{form}_b{batch}_f16", p
-    # resnet18's basic blocks at batch 64 (its stride-1 3x3 convs, on the halo kernel).
+    # resnet18's basic blocks at batch 64 (its stride-1 3x3 convs, on the halo kernel),
+    # the last with the global average pool after it.
     for c, size in ((64, 56), (128, 28), (256, 14), (512, 7)):
         p = Plan(pw.Dtype.FLOAT16, 2000 + c)
         resnet_block(p, [64, c, size, size], 0.05)
         yield f"bench_resnet_block{c}_b64_f16", p
+    p = Plan(pw.Dtype.FLOAT16, 2001)
+    resnet_block(p, [64, 512, 7, 7], 0.05, pool=True)
+    yield "bench_resnet_block512_pool_b64_f16", p
 
 
 def linear_act(rows, k, n, opcode, approximate, bias, to_output, x_shape=None):

@@ -444,18 +444,21 @@ static const struct {
     {"gemm_wgmma_waves_", 1, 198}, /* auto's control: more tiles than an H100's 132 SMs */
 };
 
-/* REDUCE cases and how many of their REDUCEs take 32 contiguous outputs a block, in
- * every dtype on every GPU (plan inputs: their layout is the plan's). The first matching
- * prefix counts; the reduce cases before reduce_columns are controls (the kept innermost
- * dim strided, or of fewer than 8 elements, or no reduction past 32 elements), and so is
- * reduce_columns_long (300 elements: a block per output). */
+/* REDUCE cases and how many of their REDUCEs take 32 contiguous outputs a block, and of
+ * those 16 bytes of them a lane, in every dtype on every GPU (plan inputs: their layout
+ * is the plan's). The first matching prefix counts; the reduce cases before
+ * reduce_columns are controls (the kept innermost dim strided, or of fewer than 8
+ * elements, or no reduction past 32 elements), and so is reduce_columns_long (300
+ * elements: a block per output); reduce_columns_max's 33 columns are the vectors'
+ * control. */
 static const struct {
   const char* prefix;
-  uint32_t reduce_columns;
+  uint32_t reduce_columns, reduce_column_vectors;
 } kReduceColumns[] = {
-    {"reduce_columns_long_", 0},
-    {"reduce_columns_", 1},
-    {"reduce_", 0},
+    {"reduce_columns_long_", 0, 0},
+    {"reduce_columns_max_", 1, 0},
+    {"reduce_columns_", 1, 1},
+    {"reduce_", 0, 0},
 };
 
 static bool ends_with(const char* s, const char* suffix) {
@@ -618,9 +621,11 @@ static void run_op_case(const char* dir, const char* name, double low, double hi
   }
   for (size_t c = 0; c < sizeof kReduceColumns / sizeof kReduceColumns[0]; ++c) {
     if (strncmp(name, kReduceColumns[c].prefix, strlen(kReduceColumns[c].prefix)) == 0) {
-      EXPECT(info.reduce_columns == kReduceColumns[c].reduce_columns,
-             "%s: %u REDUCEs of contiguous outputs 32 a block, expected %u", name,
-             info.reduce_columns, kReduceColumns[c].reduce_columns);
+      EXPECT(info.reduce_columns == kReduceColumns[c].reduce_columns &&
+                 info.reduce_column_vectors == kReduceColumns[c].reduce_column_vectors,
+             "%s: %u REDUCEs of contiguous outputs 32 a block (%u of them 16 bytes a lane), "
+             "expected %u (%u)", name, info.reduce_columns, info.reduce_column_vectors,
+             kReduceColumns[c].reduce_columns, kReduceColumns[c].reduce_column_vectors);
       break;
     }
   }
