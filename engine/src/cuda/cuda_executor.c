@@ -133,6 +133,7 @@ typedef struct ember_cuda_executor {
   uint32_t conv_igemms;
   uint32_t conv_wgmmas; /* of those, on the wgmma kernel */
   uint32_t conv_folds;  /* of those, reading their input space-to-depth */
+  uint32_t conv_fold_rows; /* of those, packed rows at a time through shared memory */
   uint32_t conv_halos;  /* of those, on the halo kernel */
   uint32_t conv_halo_units; /* of those, on its resident-weights form */
   uint32_t conv_halo_stacked; /* of those, with whole images stacked in a strip */
@@ -3513,6 +3514,12 @@ static void add_relu_in_place(ember_cuda_executor* executor, uint32_t op_index, 
   add_ref(executor, step, t, offsetof(ember_k_unary_params, y));
 }
 
+/* Whether a kernel step is the pack before an implicit-GEMM conv (add_conv_input_pack). */
+static bool is_conv_input_pack(const ember_cuda_executor* executor, const ember_cuda_step* step) {
+  return step->function == executor->kernels.functions[EMBER_CUDA_KERNEL_SPACE_TO_DEPTH_PACK] ||
+         step->function == executor->kernels.functions[EMBER_CUDA_KERNEL_NHWC_PACK_2];
+}
+
 /* Unless conv op i's input is channels last already, a step that packs it into
  * conv_packed as `shape` says: channels last, channels padded to a multiple of 8, or
  * space-to-depth (fold 2, whose input is never channels last: plan_channels_last);
@@ -3532,9 +3539,26 @@ static bool add_conv_input_pack(ember_cuda_executor* executor, uint32_t i,
     fold.pad_w = (int32_t)ember_plan_op_attr(plan, op, EMBER_ATTR_CONV_PAD_W);
     /* Within int32: conv_igemm_fits bounds the packed elements, of which these are an 8th. */
     fold.chunks = (int32_t)(shape->n * shape->h * shape->w * shape->cp / 8);
-    ember_cuda_step* folding =
-        add_kernel_step(executor, i, EMBER_CUDA_KERNEL_SPACE_TO_DEPTH_PACK,
-                        grid_for_elements(executor, (uint64_t)fold.chunks), &fold, sizeof fold);
+    /* An image's channels go up to 4 rows of the output a block at a time, through 2 rows
+     * of x per channel and output row in shared memory (conv_igemm.cu
+     * space_to_depth_rows). */
+    const int64_t line_bytes = 4 * x->dims[1] * x->dims[3]; /* a row of y's, in x */
+    if ((fold.c == 3 && fold.cp == 16) || (fold.c == 1 && fold.cp == 8)) {
+      for (int32_t u = 4; u >= 1 && fold.shared_rows == 0; --u) {
+        if (u * line_bytes <= EMBER_K_SPACE_TO_DEPTH_ROWS_BYTES) fold.shared_rows = u;
+      }
+    }
+    ember_cuda_step* folding = add_kernel_step(
+        executor, i, EMBER_CUDA_KERNEL_SPACE_TO_DEPTH_PACK,
+        fold.shared_rows != 0
+            ? grid_for_rows(executor, (uint64_t)shape->n *
+                                          ceil_div_u64((uint64_t)shape->h, (uint64_t)fold.shared_rows))
+            : grid_for_elements(executor, (uint64_t)fold.chunks),
+        &fold, sizeof fold);
+    if (fold.shared_rows != 0) {
+      folding->shared_bytes = (unsigned int)(fold.shared_rows * line_bytes);
+      ++executor->conv_fold_rows;
+    }
     add_ref(executor, folding, x_index, offsetof(ember_k_space_to_depth_params, x));
     ++executor->conv_packs;
     return false;
@@ -5104,6 +5128,7 @@ void ember_cuda_executor_get_info(const ember_executor* base,
   out_info->conv_igemms = executor->conv_igemms;
   out_info->conv_wgmmas = executor->conv_wgmmas;
   out_info->conv_folds = executor->conv_folds;
+  out_info->conv_fold_rows = executor->conv_fold_rows;
   out_info->conv_halos = executor->conv_halos;
   out_info->conv_halo_units = executor->conv_halo_units;
   out_info->conv_halo_stacked = executor->conv_halo_stacked;
@@ -5140,9 +5165,10 @@ void ember_cuda_executor_get_info(const ember_executor* base,
     if (is_binary(op->opcode) && executor->fuse_next[step->op_index]) {
       ++out_info->fused_activations;
     }
-    /* A ReLU in the implicit-GEMM conv's epilogue, directly or after its residual. */
+    /* A ReLU in the implicit-GEMM conv's epilogue, directly or after its residual, counted
+     * at the conv's GEMM step, not at its input's pack. */
     if (op->opcode == EMBER_OP_CONV2D && executor->conv_table_offset[step->op_index] != UINT64_MAX &&
-        step->shared_bytes != 0 /* the GEMM, not the packing */) {
+        step->shared_bytes != 0 && !is_conv_input_pack(executor, step)) {
       const uint32_t after = step->op_index + (executor->conv_residual[step->op_index] ? 1u : 0u);
       if (executor->fuse_next[after]) ++out_info->fused_activations;
     }

@@ -47,6 +47,8 @@ typedef struct ember_cuda_executor_info {
   uint32_t conv_wgmmas;          /* of those, on its wgmma (Hopper) variant */
   uint32_t conv_folds;           /* of those, reading their input packed space-to-depth (a
                                     stride-2 conv of at most 4 channels: resnet's stem) */
+  uint32_t conv_fold_rows;       /* of those, packed rows of its output at a time through
+                                    shared memory (1 or 3 channels: an image's) */
   uint32_t conv_halos;           /* of those, on the halo kernel (stride 1, channels a
                                     multiple of 64: conv_halo.cu) */
   uint32_t conv_halo_units;      /* of those, on its resident-weights form (64 channels in

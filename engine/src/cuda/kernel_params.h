@@ -403,15 +403,19 @@ typedef struct ember_k_nhwc_pack_params {
  * over y, whose taps read cp channels, 16 or 32 bytes a pixel, where the plain pack reads
  * 8 channels for each of kh·kw taps (cuda_executor.c conv_space_to_depth). cp a multiple
  * of 8 and at least 4·c; y 16-byte aligned; chunks = n·hs·ws·cp/8 and x's elements within
- * int32 (the host checks). */
+ * int32 (the host checks). shared_rows, 0 or U from 1 to 4: the launch gives each block
+ * 4·U·c·w bytes of dynamic shared memory (at most EMBER_K_SPACE_TO_DEPTH_ROWS_BYTES), for
+ * 2·U rows of each channel of x; then c 3 with cp 16, and c 1 with cp 8, go U rows of y a
+ * block at a time. */
 typedef struct ember_k_space_to_depth_params {
   uint64_t x;
   uint64_t y;
   int32_t c, h, w, hs;
   int32_t ws, pad_h, pad_w, cp;
   int32_t chunks;
-  int32_t reserved;
+  int32_t shared_rows;
 } ember_k_space_to_depth_params;
+#define EMBER_K_SPACE_TO_DEPTH_ROWS_BYTES (32 * 1024)
 
 /* ember_conv_igemm_weights_3: a conv's weights w [o][c][kh][kw] (2-byte elements) and
  * bias [o] (0: none) -> out [o][k_stride], the implicit GEMM's layout: row o holds

@@ -1506,8 +1506,9 @@ def norm_add_cases():
 def bench_cases():
     """Plans timed, not checked: the demo's MLP (examples/demo.py): 4 x (Linear(1024, 1024)
     + GELU), float16, at batch 1 and 4096, with GELU's erf form (PyTorch's default) and
-    its tanh form (which the CUDA executor fuses into the GEMM epilogue); and resnet18's
-    basic blocks at batch 64 (the last also with its global average pool)."""
+    its tanh form (which the CUDA executor fuses into the GEMM epilogue); resnet18's
+    basic blocks at batch 64 (the last also with its global average pool); and its stem at
+    batch 1 and 64 (the NCHW image's pack, the pooled 7x7 conv, and a 1x1 conv after it)."""
     for batch in (1, 4096):
         for approximate, form in ((0, "erf"), (1, "tanh")):
             p = Plan(pw.Dtype.FLOAT16, 1000 + batch + approximate)
@@ -1528,6 +1529,10 @@ def bench_cases():
     p = Plan(pw.Dtype.FLOAT16, 2001)
     resnet_block(p, [64, 512, 7, 7], 0.05, pool=True)
     yield "bench_resnet_block512_pool_b64_f16", p
+    for batch in (1, 64):
+        p = Plan(pw.Dtype.FLOAT16, 2002 + batch)
+        stem_pool_conv(p, [batch, 3, 224, 224], 64)
+        yield f"bench_resnet_stem_b{batch}_f16", p
 
 
 def linear_act(rows, k, n, opcode, approximate, bias, to_output, x_shape=None):

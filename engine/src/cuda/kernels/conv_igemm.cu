@@ -265,43 +265,85 @@ __device__ __forceinline__ void space_to_depth_chunks(const ember_k_space_to_dep
   }
 }
 
-/* space_to_depth_chunks for C input channels and CP packed ones known at compile time: a
- * thread per pixel of y (CP / 8 stores of 16 bytes), each element's phase and channel
- * constants, two divisions a pixel. Why: the chunk form divides three times per 16 bytes
- * and once per element; resnet18's stem pack (C 3, CP 16) took 25.4-27.3 us at batch 64
- * on the H200, for 46 MB moved. */
+/* space_to_depth_chunks for C input channels and CP packed ones known at compile time
+ * (resnet's stem: 3 and 16), a block per U = p.shared_rows rows (u0 to u0 + U - 1 of image
+ * n) of y at a time: the 2·U rows of each channel of x they read (from 2·u0 - pad_h; zeros
+ * outside x), consecutive in x, are copied into shared memory (the host gave the block
+ * 4·U·C·w bytes of it), 16 bytes a thread where w keeps them aligned, then a thread per 16
+ * bytes of y's rows gathers them. Every load and store is coalesced, and each element's
+ * phase and channel are constants. Why: a thread per pixel loading its 12 elements 2
+ * bytes at a time straight from x moved resnet18's 46 MB at batch 64 in 25.3 us on an
+ * H100 (1.8 TB/s); this form took 1.5-2.4 us off the stem's plan there
+ * (bench_resnet_stem_b64_f16). */
 template <uint32_t C, uint32_t CP>
-__device__ __forceinline__ void space_to_depth_pixels(const ember_k_space_to_depth_params& p) {
+__device__ __forceinline__ void space_to_depth_rows(const ember_k_space_to_depth_params& p) {
+  extern __shared__ __align__(16) uint16_t rows[]; /* [C][2·U][w] */
   const uint16_t* x = reinterpret_cast<const uint16_t*>(p.x);
   uint4* y = reinterpret_cast<uint4*>(p.y);
   const uint32_t hs = (uint32_t)p.hs, ws = (uint32_t)p.ws, h = (uint32_t)p.h, w = (uint32_t)p.w;
-  const uint32_t pixels = (uint32_t)p.chunks / (CP / 8u);
-  for (uint32_t pixel = global_thread32(); pixel < pixels; pixel += global_stride32()) {
-    const uint32_t v = pixel % ws, rows = pixel / ws, u = rows % hs, n = rows / hs;
-    uint32_t bits[CP];
-#pragma unroll
-    for (uint32_t e = 0; e < CP; ++e) {
-      const uint32_t phase = e / C, c = e - phase * C;
-      /* Unsigned: a row or column above or left of x wraps past its end. */
-      const uint32_t r = 2u * u + phase / 2u - (uint32_t)p.pad_h;
-      const uint32_t s = 2u * v + phase % 2u - (uint32_t)p.pad_w;
-      bits[e] = phase < 4u && r < h && s < w ? x[((n * C + c) * h + r) * w + s] : 0u;
+  const uint32_t U = (uint32_t)p.shared_rows, lines = 2u * U; /* input rows a channel */
+  constexpr uint32_t kPerPixel = CP / 8u;
+  const uint32_t row_chunks = ws * kPerPixel, images = (uint32_t)p.chunks / (hs * row_chunks);
+  const uint32_t groups = (hs + U - 1u) / U; /* a block's turns an image */
+  const bool vectors = (w & 7u) == 0u && (p.x & 15u) == 0u;
+  for (uint32_t turn = blockIdx.x; turn < groups * images; turn += gridDim.x) {
+    const uint32_t n = turn / groups, u0 = (turn - n * groups) * U;
+    /* Unsigned: a row above x wraps past its end. */
+    const uint32_t r0 = 2u * u0 - (uint32_t)p.pad_h;
+    if (vectors) {
+      const uint32_t per_channel = lines * w / 8u, per_line = w / 8u;
+      for (uint32_t i = threadIdx.x; i < C * per_channel; i += blockDim.x) {
+        const uint32_t c = i / per_channel, k = i - c * per_channel;
+        const uint32_t r = r0 + k / per_line;
+        uint4 v = make_uint4(0u, 0u, 0u, 0u);
+        if (r < h) {
+          v = reinterpret_cast<const uint4*>(x + ((n * C + c) * h + r) * w)[k % per_line];
+        }
+        reinterpret_cast<uint4*>(rows)[i] = v;
+      }
+    } else {
+      const uint32_t per_channel = lines * w;
+      for (uint32_t i = threadIdx.x; i < C * per_channel; i += blockDim.x) {
+        const uint32_t c = i / per_channel, k = i - c * per_channel;
+        const uint32_t r = r0 + k / w;
+        rows[i] = r < h ? x[((n * C + c) * h + r) * w + k % w] : (uint16_t)0u;
+      }
     }
+    __syncthreads();
+    const uint32_t out_rows = min(U, hs - u0);
+    uint4* out = y + (n * hs + u0) * row_chunks;
+    for (uint32_t i = threadIdx.x; i < out_rows * row_chunks; i += blockDim.x) {
+      const uint32_t uu = i / row_chunks, q = i - uu * row_chunks;
+      const uint32_t v = q / kPerPixel, chunk = q % kPerPixel;
+      const uint16_t* line = rows + 2u * uu * w; /* channel 0's row 2·uu, b = 0 */
+      uint32_t bits[8];
 #pragma unroll
-    for (uint32_t k = 0; k < CP / 8u; ++k) {
-      const uint32_t* b = bits + 8 * k;
-      y[pixel * (CP / 8u) + k] = make_uint4(b[0] | b[1] << 16, b[2] | b[3] << 16,
-                                            b[4] | b[5] << 16, b[6] | b[7] << 16);
+      for (uint32_t e = 0; e < 8u; ++e) {
+        bits[e] = 0u;
+#pragma unroll
+        for (uint32_t k = 0; k < kPerPixel; ++k) {
+          const uint32_t channel = 8u * k + e, phase = channel / C, c = channel % C;
+          /* Unsigned: a column left of x wraps past its end. */
+          const uint32_t s = 2u * v + phase % 2u - (uint32_t)p.pad_w;
+          if (chunk == k && phase < 4u && s < w) {
+            bits[e] = line[(c * lines + phase / 2u) * w + s];
+          }
+        }
+      }
+      out[i] = make_uint4(bits[0] | bits[1] << 16, bits[2] | bits[3] << 16,
+                          bits[4] | bits[5] << 16, bits[6] | bits[7] << 16);
     }
+    __syncthreads(); /* every row read before the next turn's copies */
   }
 }
 
-/* The pixel form for an image's channels (1, grey; 3, RGB), the chunk form otherwise. */
+/* The row form for an image's channels (1, grey; 3, RGB) where the host gave it its
+ * shared memory, the chunk form otherwise. */
 __device__ __forceinline__ void space_to_depth(const ember_k_space_to_depth_params& p) {
-  if (p.c == 3 && p.cp == 16) {
-    space_to_depth_pixels<3, 16>(p);
-  } else if (p.c == 1 && p.cp == 8) {
-    space_to_depth_pixels<1, 8>(p);
+  if (p.shared_rows && p.c == 3 && p.cp == 16) {
+    space_to_depth_rows<3, 16>(p);
+  } else if (p.shared_rows && p.c == 1 && p.cp == 8) {
+    space_to_depth_rows<1, 8>(p);
   } else {
     space_to_depth_chunks(p);
   }
