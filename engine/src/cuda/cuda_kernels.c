@@ -41,8 +41,9 @@ _Static_assert(EMBER_CUDA_MODULE_END == EMBER_CUDA_MODULE_COUNT, "module count")
 static const struct {
   const char* name;
   const unsigned char* image;
+  const size_t* size;
 } fatbins[EMBER_CUDA_MODULE_COUNT] = {
-#define EMBER_CUDA_FATBIN_ENTRY(name) {#name, ember_fatbin_##name},
+#define EMBER_CUDA_FATBIN_ENTRY(name) {#name, ember_fatbin_##name, &ember_fatbin_##name##_size},
     EMBER_CUDA_FATBINS(EMBER_CUDA_FATBIN_ENTRY)
 #undef EMBER_CUDA_FATBIN_ENTRY
 };
@@ -124,6 +125,38 @@ static const struct {
 #undef PER_DTYPE
 #undef PER_HALF
 #undef PER_SIZE
+
+/* Whether image[0, size) holds `name` as a whole string: a NUL after it, and before it a
+ * NUL (the string table of a cubin's symbols) or a '.' (a section named for the kernel). */
+static bool image_has_name(const unsigned char* image, size_t size, const char* name) {
+  const size_t length = strlen(name);
+  for (size_t at = 1; at + length < size; ++at) {
+    if (image[at + length] == 0 && (image[at - 1] == 0 || image[at - 1] == '.') &&
+        memcmp(image + at, name, length) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+bool ember_cuda_fatbin_defines(const char* module, const char* kernel) {
+  for (int m = 0; m < EMBER_CUDA_MODULE_COUNT; ++m) {
+    if (strcmp(fatbins[m].name, module) == 0) {
+      return image_has_name(fatbins[m].image, *fatbins[m].size, kernel);
+    }
+  }
+  return false;
+}
+
+const char* ember_cuda_kernels_first_undefined(void) {
+  for (int k = 0; k < EMBER_CUDA_KERNEL_COUNT; ++k) {
+    const int m = kernel_names[k].module;
+    if (!image_has_name(fatbins[m].image, *fatbins[m].size, kernel_names[k].name)) {
+      return kernel_names[k].name;
+    }
+  }
+  return NULL;
+}
 
 /* Lets kernels first .. first + count - 1 launch with `bytes` of dynamic shared memory,
  * past the 48 KB a launch gets unasked; false when the GPU cannot give a block that much. */

@@ -84,6 +84,17 @@ ember_status* ember_cuda_kernels_load(const ember_cuda_driver* driver,
 /* Unloads what ember_cuda_kernels_load loaded (in the current context); zeroes it. */
 void ember_cuda_kernels_unload(const ember_cuda_driver* driver, ember_cuda_kernels* kernels);
 
+/* Whether the embedded fatbin of `module` (its .cu file's name under kernels/) defines a
+ * kernel called `kernel`, read from the image's bytes (its cubins' symbol names): no GPU
+ * needed. */
+bool ember_cuda_fatbin_defines(const char* module, const char* kernel);
+
+/* The first kernel the table in cuda_kernels.c names that its module's fatbin does not
+ * define, or NULL: what cuModuleGetFunction would refuse on a GPU, found on any machine
+ * (the halo kernels' widths, for one, are listed in kernel_params.h, in that table and in
+ * conv_halo.cu's instantiations, which must agree). */
+const char* ember_cuda_kernels_first_undefined(void);
+
 /* 0, 1, 2, 3 for elements of 1, 2, 4, 8 bytes. */
 static inline uint32_t ember_cuda_size_index(size_t element_size) {
   return element_size == 8 ? 3u : element_size == 4 ? 2u : element_size == 2 ? 1u : 0u;
