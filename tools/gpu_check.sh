@@ -171,6 +171,12 @@ if want wheel; then
     # image lacks (ruamel.yaml; torchao is optional there).
     "$python" -m pip install -q --no-deps --no-index --no-compile --force-reinstall \
       "$repo"/.whl/*.whl || exit 1
+    # Without it every export fails later, one row at a time, in executorch.exir's import.
+    "$python" -c "import ruamel.yaml" || {
+      echo "ruamel.yaml does not import: carry its wheel in .whl/ beside executorch's" \
+           "(pip download --no-deps --only-binary=:all: --python-version 3.12 -d .whl ruamel.yaml)"
+      exit 1
+    }
     rm -rf "$build/dist"
     "$python" -m pip wheel -q --no-build-isolation --no-deps -w "$build/dist" \
       --config-settings=cmake.define.EMBER_CUDA=ON \
