@@ -3543,10 +3543,9 @@ static bool add_conv_input_pack(ember_cuda_executor* executor, uint32_t i,
      * of x per channel and output row in shared memory (conv_igemm.cu
      * space_to_depth_rows). */
     const int64_t line_bytes = 4 * x->dims[1] * x->dims[3]; /* a row of y's, in x */
-    if ((fold.c == 3 && fold.cp == 16) || (fold.c == 1 && fold.cp == 8)) {
-      for (int32_t u = 4; u >= 1 && fold.shared_rows == 0; --u) {
-        if (u * line_bytes <= EMBER_K_SPACE_TO_DEPTH_ROWS_BYTES) fold.shared_rows = u;
-      }
+    if (line_bytes > 0 && ((fold.c == 3 && fold.cp == 16) || (fold.c == 1 && fold.cp == 8))) {
+      const int64_t fit = EMBER_K_SPACE_TO_DEPTH_ROWS_BYTES / line_bytes; /* 0: none fits */
+      fold.shared_rows = (int32_t)(fit < 4 ? fit : 4);
     }
     ember_cuda_step* folding = add_kernel_step(
         executor, i, EMBER_CUDA_KERNEL_SPACE_TO_DEPTH_PACK,
