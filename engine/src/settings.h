@@ -32,6 +32,11 @@
  *   EMBER_CUDA_CONV_HALO=0|1       0: stride-1 convs of 64·k channels stay on the wgmma
  *                                  implicit GEMM rather than the halo kernel (default 1).
  *                                  For measurement.
+ *   EMBER_CUDA_BRANCHES=0|1        0: every step of the CUDA graph waits for the one
+ *                                  before it (default 1: a conv that shares no written
+ *                                  bytes with the conv before it, resnet's downsampling
+ *                                  1x1 beside its block's first 3x3, runs beside it).
+ *                                  For measurement.
  *   EMBER_CUDA_PDL=0|1|auto        on a GPU of compute capability 9.0 or newer, whether
  *                                  each kernel step that follows a kernel step in the
  *                                  graph is launched under programmatic dependent launch
@@ -68,6 +73,7 @@ typedef struct ember_settings {
   bool cuda_conv_nhwc_gemm;
   bool cuda_conv_fold;
   bool cuda_conv_halo;
+  bool cuda_branches;
   ember_mode cuda_pdl;
   bool cuda_profile;
   /* Non-empty when a variable holds a value that means nothing: the error to report. */

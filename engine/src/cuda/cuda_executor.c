@@ -27,6 +27,7 @@ _Static_assert(sizeof(ember_k_conv_halo_params) <= EMBER_CUDA_MAX_PARAMS &&
                "the largest kernel parameters fit a step's");
 /* Tensors whose addresses one kernel step patches (SDPA with a mask has five). */
 #define EMBER_CUDA_MAX_REFS 8u
+_Static_assert(EMBER_CUDA_MAX_REFS <= 32u, "a step's read_refs has a bit a ref");
 
 /* A tensor a step reads or writes: for a kernel step, where in its parameter struct the
  * tensor's device address goes, plus `offset` bytes (a view into the tensor: SDPA's folded
@@ -70,6 +71,13 @@ typedef struct ember_cuda_step {
    * whenever its addresses are patched (they hold x's and w's addresses). */
   step_tensor_maps tensor_maps;
   uint64_t baked[EMBER_CUDA_MAX_REFS];
+  /* Bit r: refs[r] is only read. refs_complete: the refs name every byte the step touches
+   * that another step may write (no scratch buffer shared between steps), so that
+   * steps_independent can tell whether it may run beside the step before it; beside:
+   * build_graph found it may (no edge between the two). */
+  uint32_t read_refs;
+  bool refs_complete;
+  bool beside;
   CUgraphNode node;
 } ember_cuda_step;
 
@@ -188,6 +196,8 @@ typedef struct ember_cuda_executor {
   bool use_pdl;
   bool pdl_auto;
   uint32_t programmatic_edges;
+  /* Steps the graph runs beside the step before it (group_steps). */
+  uint32_t beside_steps;
   bool pdl_timed;
   float pdl_off_us, pdl_on_us;
 
@@ -292,6 +302,13 @@ static void add_ref_at(ember_cuda_executor* executor, ember_cuda_step* step, uin
 static void add_ref(ember_cuda_executor* executor, ember_cuda_step* step, uint32_t tensor,
                     uint32_t slot) {
   add_ref_at(executor, step, tensor, slot, 0);
+}
+
+/* A ref the step only reads (steps_independent). */
+static void add_read_ref(ember_cuda_executor* executor, ember_cuda_step* step, uint32_t tensor,
+                         uint32_t slot) {
+  if (step->num_refs < EMBER_CUDA_MAX_REFS) step->read_refs |= 1u << step->num_refs;
+  add_ref(executor, step, tensor, slot);
 }
 
 static ember_cuda_step* add_kernel_step(ember_cuda_executor* executor, uint32_t op_index,
@@ -3743,13 +3760,15 @@ static ember_status* build_conv2d_igemm(ember_cuda_executor* executor, uint32_t 
     step->shared_bytes = wgmma ? EMBER_K_CONV_WGMMA_SMEM_BYTES(bm) : EMBER_K_CONV_IGEMM_SMEM_BYTES(bm);
   }
   if (x_channels_last) {
-    add_ref(executor, step, x_index, base + (uint32_t)offsetof(ember_k_conv_igemm_params, x));
+    add_read_ref(executor, step, x_index, base + (uint32_t)offsetof(ember_k_conv_igemm_params, x));
   }
   if (p.has_residual) {
-    add_ref(executor, step, residual,
-            base + (uint32_t)offsetof(ember_k_conv_igemm_params, residual));
+    add_read_ref(executor, step, residual,
+                 base + (uint32_t)offsetof(ember_k_conv_igemm_params, residual));
   }
   add_ref(executor, step, y_index, base + (uint32_t)offsetof(ember_k_conv_igemm_params, y));
+  /* Else it reads conv_packed, which every pack writes, or its pool's counts. */
+  step->refs_complete = x_channels_last && pool == EMBER_PLAN_NO_INDEX;
   ++executor->conv_igemms;
   if (wgmma) ++executor->conv_wgmmas;
   if (shape.fold == 2) ++executor->conv_folds;
@@ -4345,34 +4364,101 @@ static void destroy_graph(ember_cuda_executor* executor) {
   executor->graph = NULL;
 }
 
-/* One graph of all steps, in a chain, with the current addresses; then instantiated.
- * Under PDL (use_pdl) an edge from a kernel to a kernel is programmatic: the second may
- * be scheduled as the first drains, and waits in begin_after_previous_grid() for its
+/* At most this many steps run side by side in the graph. */
+#define EMBER_CUDA_MAX_BESIDE 4u
+
+/* Whether a byte that step a or step b writes lies in the other's refs (whole tensors,
+ * their addresses now). */
+static bool steps_share_written_bytes(const ember_cuda_executor* executor,
+                                      const ember_cuda_step* a, const ember_cuda_step* b) {
+  const ember_plan* plan = executor->plan;
+  for (uint32_t i = 0; i < a->num_refs; ++i) {
+    const uint64_t a0 = tensor_address(executor, a->refs[i].tensor);
+    const uint64_t a1 = a0 + plan->tensors[a->refs[i].tensor].nbytes;
+    for (uint32_t j = 0; j < b->num_refs; ++j) {
+      if ((a->read_refs >> i & 1u) && (b->read_refs >> j & 1u)) continue;
+      const uint64_t b0 = tensor_address(executor, b->refs[j].tensor);
+      const uint64_t b1 = b0 + plan->tensors[b->refs[j].tensor].nbytes;
+      if (a0 < b1 && b0 < a1) return true;
+    }
+  }
+  return false;
+}
+
+/* Whether steps a and b may run side by side, neither waiting for the other: both kernels
+ * whose refs name all they touch (refs_complete), neither touching an input or output of
+ * the plan (bound anew each run), and no byte one writes in the other's refs. */
+static bool steps_independent(const ember_cuda_executor* executor, const ember_cuda_step* a,
+                              const ember_cuda_step* b) {
+  return a->refs_complete && b->refs_complete && !a->touches_io && !b->touches_io &&
+         !steps_share_written_bytes(executor, a, b);
+}
+
+/* Splits the steps into groups of consecutive steps, pairwise independent, each group
+ * waiting for the whole group before it (so every order the steps had still holds between
+ * dependent steps): sets each step's `beside` (it joins the group of the step before it)
+ * and returns how many do. Resnet's downsampling 1x1 conv and its block's first 3x3 read
+ * the same input into different outputs: each has too few tiles for more than a wave and
+ * a half of the GPU, and side by side they fill its SMs' tails. */
+static uint32_t group_steps(ember_cuda_executor* executor) {
+  uint32_t first = 0, beside = 0;
+  for (uint32_t s = 0; s < executor->num_steps; ++s) {
+    ember_cuda_step* step = &executor->steps[s];
+    step->beside = ember_settings_get()->cuda_branches && s > first &&
+                   s - first < EMBER_CUDA_MAX_BESIDE;
+    for (uint32_t g = first; g < s && step->beside; ++g) {
+      step->beside = steps_independent(executor, &executor->steps[g], step);
+    }
+    if (step->beside) {
+      ++beside;
+    } else {
+      first = s;
+    }
+  }
+  return beside;
+}
+
+/* One graph of all steps, with the current addresses; then instantiated. Steps run in the
+ * groups of group_steps; a step alone in its group after a group of one is a chain. Under
+ * PDL (use_pdl) an edge of the chain from a kernel to a kernel is programmatic: the second
+ * may be scheduled as the first drains, and waits in begin_after_previous_grid() for its
  * results. An edge to or from a GEMM's child graph (cuBLASLt's kernels, which do not
- * wait) stays a full dependency. */
+ * wait), or to or from a group of more than one step, stays a full dependency. */
 static ember_status* build_graph(ember_cuda_executor* executor) {
   const ember_cuda_driver* driver = executor->driver;
   destroy_graph(executor);
   executor->programmatic_edges = 0;
+  executor->beside_steps = group_steps(executor);
   CU_CHECK(executor, driver->cuGraphCreate(&executor->graph, 0), "cuGraphCreate");
-  CUgraphNode previous = NULL;
-  bool previous_is_kernel = false;
+  /* The nodes of the group before this step's, and of its own so far. */
+  CUgraphNode before[EMBER_CUDA_MAX_BESIDE], group[EMBER_CUDA_MAX_BESIDE];
+  size_t num_before = 0, num_group = 0;
+  bool before_is_kernel = false, group_is_kernel = false; /* groups of one */
   for (uint32_t s = 0; s < executor->num_steps; ++s) {
     ember_cuda_step* step = &executor->steps[s];
-    const bool programmatic = executor->use_pdl && previous_is_kernel && !step->is_gemm;
-    const size_t num_dependencies = previous != NULL && !programmatic ? 1 : 0;
+    if (!step->beside) {
+      memcpy(before, group, num_group * sizeof group[0]);
+      num_before = num_group;
+      before_is_kernel = group_is_kernel;
+      num_group = 0;
+    }
+    const bool alone =
+        !step->beside && (s + 1 == executor->num_steps || !executor->steps[s + 1].beside);
+    const bool programmatic = executor->use_pdl && alone && num_before == 1 &&
+                              before_is_kernel && !step->is_gemm;
+    const size_t num_dependencies = programmatic ? 0 : num_before;
     if (step->is_gemm) {
       CUgraph child;
       EMBER_RETURN_IF_ERROR(capture_gemm(executor, step, &child));
-      CUresult result = driver->cuGraphAddChildGraphNode(&step->node, executor->graph,
-                                                         &previous, num_dependencies, child);
+      CUresult result = driver->cuGraphAddChildGraphNode(&step->node, executor->graph, before,
+                                                         num_dependencies, child);
       driver->cuGraphDestroy(child); /* the node holds a clone */
       CU_CHECK(executor, result, "cuGraphAddChildGraphNode");
     } else {
       EMBER_RETURN_IF_ERROR(bake_kernel_step(executor, step));
       CUDA_KERNEL_NODE_PARAMS params = kernel_node_params(step);
       CU_CHECK(executor,
-               driver->cuGraphAddKernelNode(&step->node, executor->graph, &previous,
+               driver->cuGraphAddKernelNode(&step->node, executor->graph, before,
                                             num_dependencies, &params),
                "cuGraphAddKernelNode");
     }
@@ -4382,12 +4468,12 @@ static ember_status* build_graph(ember_cuda_executor* executor) {
       edge.type = CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC;
       edge.from_port = CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC;
       CU_CHECK(executor,
-               driver->cuGraphAddDependencies(executor->graph, &previous, &step->node, &edge, 1),
+               driver->cuGraphAddDependencies(executor->graph, before, &step->node, &edge, 1),
                "cuGraphAddDependencies(programmatic)");
       ++executor->programmatic_edges;
     }
-    previous = step->node;
-    previous_is_kernel = !step->is_gemm;
+    group[num_group++] = step->node;
+    group_is_kernel = alone && !step->is_gemm;
   }
   CU_CHECK(executor, driver->cuGraphInstantiateWithFlags(&executor->graph_exec, executor->graph, 0),
            "cuGraphInstantiate");
@@ -5183,6 +5269,7 @@ void ember_cuda_executor_get_info(const ember_executor* base,
   out_info->graph = executor->use_graph;
   out_info->pdl = executor->use_pdl;
   out_info->programmatic_edges = executor->programmatic_edges;
+  out_info->beside_steps = executor->use_graph ? executor->beside_steps : 0;
   out_info->pdl_timed = executor->pdl_timed;
   out_info->pdl_off_us = executor->pdl_off_us;
   out_info->pdl_on_us = executor->pdl_on_us;

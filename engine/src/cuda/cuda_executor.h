@@ -92,6 +92,9 @@ typedef struct ember_cuda_executor_info {
                                     (compute capability 9.0 or newer; EMBER_CUDA_PDL=1,
                                     or auto and faster) */
   uint32_t programmatic_edges;   /* how many such edges the graph has */
+  uint32_t beside_steps;         /* steps the graph runs beside the step before them, with
+                                    no edge between the two (EMBER_CUDA_BRANCHES: resnet's
+                                    downsampling conv beside its block's first) */
   bool pdl_timed;                /* EMBER_CUDA_PDL=auto timed the graph with and without
                                     them at prepare (a graph with such edges to time) */
   float pdl_off_us, pdl_on_us;   /* then the median replay of each, in microseconds */

@@ -406,6 +406,27 @@ def resnet_block(p, shape, scale, pool=False):
     p.op(pw.Op.REDUCE_MEAN, [s], p.out(shape[:2] + [1, 1]), [0b1100, 1])
 
 
+def downsample_block(p, shape, channels, scale):
+    """resnet's first block of a stage at its input's shape (its convs of stride 2), after
+    a 1x1 conv of the plan's input, so that the block reads an intermediate (channels last,
+    as in resnet): the downsampling 1x1 conv, the 3x3 conv and its RELU, the 3x3 conv
+    after it, the ADD of the downsampled input and the RELU into the plan's output."""
+    n, c, h, w = shape
+    half = [n, channels, h // 2, w // 2]
+    x = p.op(pw.Op.CONV2D, [p.input(shape), p.const([c, c, 1, 1], scale), p.const([c], 0.2)],
+             p.tmp(shape), [1, 1, 0, 0, 1, 1, 1])
+    d = p.op(pw.Op.CONV2D, [x, p.const([channels, c, 1, 1], scale), p.const([channels], 0.1)],
+             p.tmp(half), [2, 2, 0, 0, 1, 1, 1])
+    a = p.op(pw.Op.CONV2D, [x, p.const([channels, c, 3, 3], scale), p.const([channels], 0.2)],
+             p.tmp(half), [2, 2, 1, 1, 1, 1, 1])
+    a = p.op(pw.Op.RELU, [a], p.tmp(half))
+    b = p.op(pw.Op.CONV2D, [a, p.const([channels, channels, 3, 3], scale),
+                            p.const([channels], 0.2)],
+             p.tmp(half), [1, 1, 1, 1, 1, 1, 1])
+    s = p.op(pw.Op.ADD, [b, d], p.tmp(half))
+    p.op(pw.Op.RELU, [s], p.out(half))
+
+
 def stem_pool_conv(p, x_shape, channels):
     """resnet's stem (7x7 stride 2, `channels` out, its RELU) over x_shape [n, 3, h, w] (h
     and w even), its 3x3 stride-2 max pool, and a 1x1 conv of the pool's output into the
@@ -1507,8 +1528,9 @@ def bench_cases():
     """Plans timed, not checked: the demo's MLP (examples/demo.py): 4 x (Linear(1024, 1024)
     + GELU), float16, at batch 1 and 4096, with GELU's erf form (PyTorch's default) and
     its tanh form (which the CUDA executor fuses into the GEMM epilogue); resnet18's
-    basic blocks at batch 64 (the last also with its global average pool); and its stem at
-    batch 1 and 64 (the NCHW image's pack, the pooled 7x7 conv, and a 1x1 conv after it)."""
+    basic blocks at batch 64 (the last also with its global average pool); its stem at
+    batch 1 and 64 (the NCHW image's pack, the pooled 7x7 conv, and a 1x1 conv after it);
+    and its downsampling blocks at batch 64."""
     for batch in (1, 4096):
         for approximate, form in ((0, "erf"), (1, "tanh")):
             p = Plan(pw.Dtype.FLOAT16, 1000 + batch + approximate)
@@ -1533,6 +1555,11 @@ def bench_cases():
         p = Plan(pw.Dtype.FLOAT16, 2002 + batch)
         stem_pool_conv(p, [batch, 3, 224, 224], 64)
         yield f"bench_resnet_stem_b{batch}_f16", p
+    # resnet18's downsampling blocks at batch 64 (layer2-4's first), each after a 1x1 conv.
+    for c, size in ((64, 56), (128, 28), (256, 14)):
+        p = Plan(pw.Dtype.FLOAT16, 2100 + c)
+        downsample_block(p, [64, c, size, size], 2 * c, 0.05)
+        yield f"bench_resnet_down{2 * c}_b64_f16", p
 
 
 def linear_act(rows, k, n, opcode, approximate, bias, to_output, x_shape=None):
@@ -1654,6 +1681,16 @@ def halo_widths_cases():
     yield "conv2d_halo_widths", -1.0, 1.0, build
 
 
+def branches_cases():
+    """Steps the CUDA graph runs side by side (after the other cases, so their seeds stay
+    as they were): resnet's downsampling block, whose 1x1 stride-2 conv and first 3x3
+    conv read the same intermediate into outputs of their own, 64 tiles each (the wgmma
+    kernel's least); 40 and 72 channels keep every conv off the halo kernel. Float32 (im2col
+    + GEMM) is the control; so are the chains of resnet_block."""
+    yield ("conv2d_branches_downsample", -1.0, 1.0,
+           lambda p: downsample_block(p, [32, 40, 32, 32], 72, 0.1))
+
+
 def reduce_columns_cases():
     """REDUCEs whose outputs are contiguous columns of x, 32 a block (after the other
     cases, so their seeds stay as they were): columns not a multiple of 32 (40, 520: a
@@ -1718,7 +1755,7 @@ def main():
                                    list(halo_images_cases()) + list(stem_cases()) +
                                    list(reduce_columns_cases()) + list(gemv_groups_cases()) +
                                    list(gemm_wgmma_waves_cases()) + list(gemv_mma_cases()) +
-                                   list(halo_widths_cases())):
+                                   list(halo_widths_cases()) + list(branches_cases())):
         for dtype_name, dtype in dtypes:
             seed += 1
             if dtype_name not in ONLY_DTYPES.get(name, (dtype_name,)):

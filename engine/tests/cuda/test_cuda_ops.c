@@ -43,6 +43,7 @@ static const ember_cuda_driver* g_driver;
 static CUcontext g_context;
 static int g_sm_count;             /* device 0's SMs */
 static bool g_gemm_wgmma_forced;   /* EMBER_CUDA_GEMM_WGMMA=1 */
+static bool g_branches_off;        /* EMBER_CUDA_BRANCHES=0 */
 
 /* ---- values ------------------------------------------------------------------------- */
 
@@ -636,6 +637,20 @@ static void run_op_case(const char* dir, const char* name, double low, double hi
              info.norm_adds, kNormAdd[c].norm_adds);
       break;
     }
+  }
+  {
+    /* Steps the graph runs beside the step before them: the downsampling block's 1x1
+     * stride-2 conv and first 3x3 (both on the wgmma kernel, reading the same intermediate
+     * into outputs of their own) in float16 and bfloat16. Every other case is a control:
+     * resnet_block's convs in a chain (each reads the one before), a conv reading its input
+     * packed (conv_packed, which every pack writes), float32 (im2col + cuBLASLt), no graph,
+     * EMBER_CUDA_BRANCHES=0. */
+    const bool branches = strncmp(name, "conv2d_branches_downsample_", 27) == 0 &&
+                          info.graph && info.conv_wgmma && !ends_with(name, "_f32") &&
+                          !g_branches_off;
+    EXPECT(info.beside_steps == (branches ? 1u : 0u),
+           "%s: %u steps beside the step before them in the graph, expected %u", name,
+           info.beside_steps, branches ? 1u : 0u);
   }
   /* resnet's stem on the halo kernel's 16-channel form, with its max pool after it or in
    * its epilogue. */
@@ -1328,6 +1343,7 @@ int main(int argc, char** argv) {
   g_driver->cuDeviceGetName(device_name, (int)sizeof device_name, device);
   g_driver->cuDeviceGetAttribute(&g_sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device);
   g_gemm_wgmma_forced = env_is("EMBER_CUDA_GEMM_WGMMA", "1");
+  g_branches_off = env_is("EMBER_CUDA_BRANCHES", "0");
   printf("test_cuda_ops: device 0 %s, driver %d, cuBLASLt %zu\n", device_name,
          g_driver->driver_version, lt->version);
 
