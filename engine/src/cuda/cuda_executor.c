@@ -78,6 +78,9 @@ typedef struct ember_cuda_step {
   uint32_t read_refs;
   bool refs_complete;
   bool beside;
+  /* Multiply-adds of a conv on the implicit-GEMM kernels (0 for other steps): the order
+   * of a group's nodes (build_graph). */
+  uint64_t macs;
   CUgraphNode node;
 } ember_cuda_step;
 
@@ -3769,6 +3772,7 @@ static ember_status* build_conv2d_igemm(ember_cuda_executor* executor, uint32_t 
   add_ref(executor, step, y_index, base + (uint32_t)offsetof(ember_k_conv_igemm_params, y));
   /* Else it reads conv_packed, which every pack writes, or its pool's counts. */
   step->refs_complete = x_channels_last && pool == EMBER_PLAN_NO_INDEX;
+  step->macs = (uint64_t)p.positions * (uint64_t)p.o * (uint64_t)p.k_stride;
   ++executor->conv_igemms;
   if (wgmma) ++executor->conv_wgmmas;
   if (shape.fold == 2) ++executor->conv_folds;
@@ -4434,16 +4438,27 @@ static ember_status* build_graph(ember_cuda_executor* executor) {
   CUgraphNode before[EMBER_CUDA_MAX_BESIDE], group[EMBER_CUDA_MAX_BESIDE];
   size_t num_before = 0, num_group = 0;
   bool before_is_kernel = false, group_is_kernel = false; /* groups of one */
-  for (uint32_t s = 0; s < executor->num_steps; ++s) {
-    ember_cuda_step* step = &executor->steps[s];
-    if (!step->beside) {
+  uint32_t order[EMBER_CUDA_MAX_BESIDE], group_end = 0;
+  for (uint32_t i = 0; i < executor->num_steps; ++i) {
+    if (i == group_end) {
+      /* A new group: its steps most multiply-adds first (the node order is the launch
+       * order, and the GPU's block scheduler takes a kernel's blocks before the next's: the
+       * longest then starts first, and the others fill its tail). */
       memcpy(before, group, num_group * sizeof group[0]);
       num_before = num_group;
       before_is_kernel = group_is_kernel;
       num_group = 0;
+      do {
+        uint32_t k = group_end - i;
+        for (; k > 0 && executor->steps[order[k - 1]].macs < executor->steps[group_end].macs; --k) {
+          order[k] = order[k - 1];
+        }
+        order[k] = group_end++;
+      } while (group_end < executor->num_steps && executor->steps[group_end].beside);
     }
-    const bool alone =
-        !step->beside && (s + 1 == executor->num_steps || !executor->steps[s + 1].beside);
+    const uint32_t s = order[num_group];
+    ember_cuda_step* step = &executor->steps[s];
+    const bool alone = group_end - i == 1 && num_group == 0;
     const bool programmatic = executor->use_pdl && alone && num_before == 1 &&
                               before_is_kernel && !step->is_gemm;
     const size_t num_dependencies = programmatic ? 0 : num_before;
