@@ -71,72 +71,43 @@ __device__ void reduce_warp(const ember_k_reduce_params& p) {
 }
 
 /* EMBER_K_REDUCE_COLUMNS (kernel_params.h): the innermost kept dim is contiguous in x, so
- * neighbouring outputs are neighbouring columns. A block takes 32 columns of one outer
- * index: lane l column l, its warps the reduced elements warp, warp + warps, ..., then the
- * warps' sums added in shared memory. Consecutive lanes read consecutive elements, and
- * each thread has a few loads where a warp per output had one element per strided load:
- * resnet18's global average pool at batch 64 (49 elements, 512 channels, channels last)
- * took 15.3-15.5 us that way on the H200, 11.2-11.4 this way (profiled). */
-template <typename T>
+ * neighbouring outputs are neighbouring columns. A block takes 32·kV columns of one outer
+ * index, kV a lane: its warps the reduced elements warp, warp + warps, ..., then the warps'
+ * sums meet in shared memory as [warp][k][lane], and thread t adds column lane·kV + k of
+ * t = 32k + lane. Consecutive lanes read consecutive elements, and each thread has a few
+ * loads where a warp per output had one element per strided load: resnet18's global
+ * average pool at batch 64 (49 elements, 512 channels, channels last) took 15.3-15.5 us
+ * that way on the H200, 11.2-11.4 this way (profiled, kV 1). EMBER_K_REDUCE_COLUMN_VECTORS:
+ * kV = 16 / sizeof(T), one 16-byte load an element of the reduction (a warp's 512
+ * contiguous bytes); with a 2-byte load a lane that pool took 11.1 us profiled on the
+ * H100. */
+template <typename T, int kV>
 __device__ void reduce_columns(const ember_k_reduce_params& p) {
-  __shared__ float partial[EMBER_K_BLOCK / 32][33];
-  const float start = p.op == EMBER_K_REDUCE_MAX ? __int_as_float(0xff800000u) : 0.0f;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-  const uint32_t outer_rank = p.kept_rank - 1;
-  const int64_t cols = p.kept_dims[outer_rank], col_blocks = (cols + 31) / 32;
-  const int64_t blocks = p.out_count / cols * col_blocks;
-  for (int64_t b = blockIdx.x; b < blocks; b += gridDim.x) {
-    const int64_t outer = b / col_blocks, col = (b - outer * col_blocks) * 32 + lane;
-    float acc = start;
-    if (col < cols) {
-      const int64_t base = walk_offset(outer, outer_rank, p.kept_dims, p.kept_strides) + col;
-#pragma unroll 4
-      for (int64_t r = warp; r < p.red_count; r += warps) {
-        acc = combine(p.op, acc, load<T>(p.x, base + walk_offset(r, p.red_rank, p.red_dims,
-                                                                  p.red_strides)));
-      }
-    }
-    __syncthreads(); /* partial is free again (the previous columns have read it) */
-    partial[warp][lane] = acc;
-    __syncthreads();
-    if (warp == 0 && col < cols) {
-      for (int w = 1; w < warps; ++w) acc = combine(p.op, acc, partial[w][lane]);
-      store<T>(p.y, outer * cols + col, finish(p, acc));
-    }
-  }
-}
-
-/* EMBER_K_REDUCE_COLUMN_VECTORS: reduce_columns with kV = 16 / sizeof(T) columns a lane,
- * one 16-byte load an element of the reduction (a warp's 512 contiguous bytes), 32·kV
- * columns a block; the warps' sums meet in shared memory as [warp][k][lane], and thread
- * t adds column lane·kV + k of t = 32k + lane. Why: resnet18's global average pool at
- * batch 64 (49 elements, 512 channels) took 11.1 us profiled on the H100 with a 2-byte load
- * a lane. */
-template <typename T>
-__device__ void reduce_column_vectors(const ember_k_reduce_params& p) {
-  constexpr int kV = Vec16<T>::kCount;
   __shared__ float partial[EMBER_K_BLOCK / 32][32 * kV];
   const float start = p.op == EMBER_K_REDUCE_MAX ? __int_as_float(0xff800000u) : 0.0f;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   const uint32_t outer_rank = p.kept_rank - 1;
   const int64_t cols = p.kept_dims[outer_rank], col_blocks = (cols + 32 * kV - 1) / (32 * kV);
   const int64_t blocks = p.out_count / cols * col_blocks;
-  const T* x = reinterpret_cast<const T*>(p.x);
   for (int64_t b = blockIdx.x; b < blocks; b += gridDim.x) {
     const int64_t outer = b / col_blocks, col0 = (b - outer * col_blocks) * 32 * kV;
     float acc[kV];
 #pragma unroll
     for (int k = 0; k < kV; ++k) acc[k] = start;
-    if (col0 + lane * kV < cols) { /* cols is a multiple of kV: the whole vector */
+    if (col0 + lane * kV < cols) { /* with kV > 1, cols is a multiple of kV: whole vectors */
       const int64_t base =
           walk_offset(outer, outer_rank, p.kept_dims, p.kept_strides) + col0 + lane * kV;
 #pragma unroll 4
       for (int64_t r = warp; r < p.red_count; r += warps) {
-        Vec16<T> v;
-        v.raw = *reinterpret_cast<const uint4*>(
-            x + base + walk_offset(r, p.red_rank, p.red_dims, p.red_strides));
+        const int64_t at = base + walk_offset(r, p.red_rank, p.red_dims, p.red_strides);
+        if constexpr (kV == 1) {
+          acc[0] = combine(p.op, acc[0], load<T>(p.x, at));
+        } else {
+          Vec16<T> v;
+          v.raw = *reinterpret_cast<const uint4*>(reinterpret_cast<const T*>(p.x) + at);
 #pragma unroll
-        for (int k = 0; k < kV; ++k) acc[k] = combine(p.op, acc[k], v.get(k));
+          for (int k = 0; k < kV; ++k) acc[k] = combine(p.op, acc[k], v.get(k));
+        }
       }
     }
     __syncthreads(); /* partial is free again (the previous columns have read it) */
@@ -156,11 +127,11 @@ __device__ void reduce_column_vectors(const ember_k_reduce_params& p) {
 template <typename T>
 __device__ void reduce_block(const ember_k_reduce_params& p) {
   if (p.form == EMBER_K_REDUCE_COLUMN_VECTORS && aligned16(p.x)) {
-    reduce_column_vectors<T>(p);
+    reduce_columns<T, Vec16<T>::kCount>(p);
     return;
   }
   if (p.form == EMBER_K_REDUCE_COLUMNS || p.form == EMBER_K_REDUCE_COLUMN_VECTORS) {
-    reduce_columns<T>(p);
+    reduce_columns<T, 1>(p);
     return;
   }
   if (p.form == EMBER_K_REDUCE_WARPS) {
