@@ -74,7 +74,7 @@ typedef struct ember_cuda_step {
   /* Bit r: refs[r] is only read. refs_complete: the refs name every byte the step touches
    * that another step may write (no scratch buffer shared between steps), so that
    * steps_independent can tell whether it may run beside the step before it; beside:
-   * build_graph found it may (no edge between the two). */
+   * group_steps put it in the group of the step before it (no edge between the two). */
   uint32_t read_refs;
   bool refs_complete;
   bool beside;
