@@ -4371,19 +4371,14 @@ static void destroy_graph(ember_cuda_executor* executor) {
 /* At most this many steps run side by side in the graph. */
 #define EMBER_CUDA_MAX_BESIDE 4u
 
-/* Whether a byte that step a or step b writes lies in the other's refs (whole tensors,
- * their addresses now). */
+/* Whether a byte that step a or step b writes lies in the other's refs (whole tensors in
+ * the arena: the callers' steps touch no input or output of the plan). */
 static bool steps_share_written_bytes(const ember_cuda_executor* executor,
                                       const ember_cuda_step* a, const ember_cuda_step* b) {
-  const ember_plan* plan = executor->plan;
   for (uint32_t i = 0; i < a->num_refs; ++i) {
-    const uint64_t a0 = tensor_address(executor, a->refs[i].tensor);
-    const uint64_t a1 = a0 + plan->tensors[a->refs[i].tensor].nbytes;
     for (uint32_t j = 0; j < b->num_refs; ++j) {
       if ((a->read_refs >> i & 1u) && (b->read_refs >> j & 1u)) continue;
-      const uint64_t b0 = tensor_address(executor, b->refs[j].tensor);
-      const uint64_t b1 = b0 + plan->tensors[b->refs[j].tensor].nbytes;
-      if (a0 < b1 && b0 < a1) return true;
+      if (arena_overlap(executor, a->refs[i].tensor, b->refs[j].tensor)) return true;
     }
   }
   return false;
