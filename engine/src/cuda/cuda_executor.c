@@ -199,8 +199,6 @@ typedef struct ember_cuda_executor {
   bool use_pdl;
   bool pdl_auto;
   uint32_t programmatic_edges;
-  /* Steps the graph runs beside the step before it (group_steps). */
-  uint32_t beside_steps;
   bool pdl_timed;
   float pdl_off_us, pdl_on_us;
 
@@ -4395,12 +4393,12 @@ static bool steps_independent(const ember_cuda_executor* executor, const ember_c
 
 /* Splits the steps into groups of consecutive steps, pairwise independent, each group
  * waiting for the whole group before it (so every order the steps had still holds between
- * dependent steps): sets each step's `beside` (it joins the group of the step before it)
- * and returns how many do. Resnet's downsampling 1x1 conv and its block's first 3x3 read
+ * dependent steps): sets each step's `beside` (it joins the group of the step before it).
+ * Resnet's downsampling 1x1 conv and its block's first 3x3 read
  * the same input into different outputs: each has too few tiles for more than a wave and
  * a half of the GPU, and side by side they fill its SMs' tails. */
-static uint32_t group_steps(ember_cuda_executor* executor) {
-  uint32_t first = 0, beside = 0;
+static void group_steps(ember_cuda_executor* executor) {
+  uint32_t first = 0;
   for (uint32_t s = 0; s < executor->num_steps; ++s) {
     ember_cuda_step* step = &executor->steps[s];
     step->beside = ember_settings_get()->cuda_branches && s > first &&
@@ -4408,13 +4406,8 @@ static uint32_t group_steps(ember_cuda_executor* executor) {
     for (uint32_t g = first; g < s && step->beside; ++g) {
       step->beside = steps_independent(executor, &executor->steps[g], step);
     }
-    if (step->beside) {
-      ++beside;
-    } else {
-      first = s;
-    }
+    if (!step->beside) first = s;
   }
-  return beside;
 }
 
 /* One graph of all steps, with the current addresses; then instantiated. Steps run in the
@@ -4427,7 +4420,7 @@ static ember_status* build_graph(ember_cuda_executor* executor) {
   const ember_cuda_driver* driver = executor->driver;
   destroy_graph(executor);
   executor->programmatic_edges = 0;
-  executor->beside_steps = group_steps(executor);
+  group_steps(executor);
   CU_CHECK(executor, driver->cuGraphCreate(&executor->graph, 0), "cuGraphCreate");
   /* The nodes of the group before this step's, and of its own so far. */
   CUgraphNode before[EMBER_CUDA_MAX_BESIDE], group[EMBER_CUDA_MAX_BESIDE];
@@ -5257,6 +5250,7 @@ void ember_cuda_executor_get_info(const ember_executor* base,
       if (executor->fuse_next[step->op_index]) ++out_info->fused_activations;
     }
     if (step->tensor_maps == TENSOR_MAPS_GEMM_WGMMA) ++out_info->fused_activations;
+    if (step->beside) ++out_info->beside_steps; /* set by build_graph only */
     if (is_binary(op->opcode) && executor->fuse_next[step->op_index]) {
       ++out_info->fused_activations;
     }
@@ -5279,7 +5273,6 @@ void ember_cuda_executor_get_info(const ember_executor* base,
   out_info->graph = executor->use_graph;
   out_info->pdl = executor->use_pdl;
   out_info->programmatic_edges = executor->programmatic_edges;
-  out_info->beside_steps = executor->use_graph ? executor->beside_steps : 0;
   out_info->pdl_timed = executor->pdl_timed;
   out_info->pdl_off_us = executor->pdl_off_us;
   out_info->pdl_on_us = executor->pdl_on_us;
