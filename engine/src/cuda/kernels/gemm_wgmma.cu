@@ -68,23 +68,45 @@ static_assert((kGemmCluster == 1 || kGemmCluster == 2 || kGemmCluster == 4) &&
                   kGemmBN % (8 * kGemmCluster) == 0,
               "blocks of a cluster sharing w's tile in whole groups of 8 rows");
 
+/* One 16-byte vector (8 columns) of the epilogue's tile at `from` to y at `to`, with
+ * activation kAct. */
+template <typename T, int kAct>
+__device__ __forceinline__ void store_gemm_vector(const uint16_t* from, uint16_t* to) {
+  Vec16<T> out;
+  out.raw = *reinterpret_cast<const uint4*>(from);
+#pragma unroll
+  for (int e = 0; e < 8; ++e) out.set(e, activate_as<T>(kAct, out.get(e)));
+  *reinterpret_cast<uint4*>(to) = out.raw;
+}
+
 /* Writes a warpgroup's 64 rows (from row0) by BN columns (from n0) of y from its tile in
  * shared memory, applying activation kAct: 16 bytes (8 columns) a thread at a time, a
- * row's 32 vectors by consecutive threads. */
+ * row's 32 vectors by consecutive threads. A tile wholly inside y takes a loop without
+ * bounds tests, 4 vectors at a time, whose loads, arithmetic and stores the compiler
+ * interleaves: with a test per vector it kept to one vector at a time, and the MLP at
+ * batch 4096 (four erf GELU epilogues) took 74.2-74.9 us against 73.3-73.9 (an H100;
+ * 2 vectors at a time 74.0-74.9, 8 73.7-75.1). */
 template <typename T, int kAct>
 __device__ __forceinline__ void store_gemm_tile(const ember_k_gemm_wgmma_params& p,
                                                 const uint16_t* tile, int row0, int n0) {
   uint16_t* y = reinterpret_cast<uint16_t*>(p.y);
   const int thread = threadIdx.x & 127;
+  constexpr int kRowVectors = kGemmBN / 8;
+  if (row0 + 64 <= p.rows && n0 + kGemmBN <= p.n) {
+#pragma unroll 4
+    for (int v = thread; v < 64 * kRowVectors; v += 128) {
+      const int r = v / kRowVectors, c = (v % kRowVectors) * 8;
+      store_gemm_vector<T, kAct>(tile + r * kGemmOutStride + c,
+                                 y + (int64_t)(row0 + r) * p.n + n0 + c);
+    }
+    return;
+  }
 #pragma unroll 2
-  for (int v = thread; v < 64 * (kGemmBN / 8); v += 128) {
-    const int r = v / (kGemmBN / 8), c = (v % (kGemmBN / 8)) * 8;
+  for (int v = thread; v < 64 * kRowVectors; v += 128) {
+    const int r = v / kRowVectors, c = (v % kRowVectors) * 8;
     if (row0 + r >= p.rows || n0 + c >= p.n) continue;
-    Vec16<T> out;
-    out.raw = *reinterpret_cast<const uint4*>(tile + r * kGemmOutStride + c);
-#pragma unroll
-    for (int e = 0; e < 8; ++e) out.set(e, activate_as<T>(kAct, out.get(e)));
-    *reinterpret_cast<uint4*>(y + (int64_t)(row0 + r) * p.n + n0 + c) = out.raw;
+    store_gemm_vector<T, kAct>(tile + r * kGemmOutStride + c,
+                               y + (int64_t)(row0 + r) * p.n + n0 + c);
   }
 }
 
