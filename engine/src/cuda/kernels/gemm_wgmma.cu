@@ -83,9 +83,9 @@ __device__ __forceinline__ void store_gemm_vector(const uint16_t* from, uint16_t
  * shared memory, applying activation kAct: 16 bytes (8 columns) a thread at a time, a
  * row's 32 vectors by consecutive threads. A tile wholly inside y takes a loop without
  * bounds tests, 4 vectors at a time, whose loads, arithmetic and stores the compiler
- * interleaves: with a test per vector it kept to one vector at a time, and the MLP at
- * batch 4096 (four erf GELU epilogues) took 74.2-74.9 us against 73.3-73.9 (an H100;
- * 2 vectors at a time 74.0-74.9, 8 73.7-75.1). */
+ * interleaves (with a test per vector it kept to one vector at a time): the MLP at batch
+ * 4096, four erf GELU epilogues, took 73.3-73.9 us against 74.2-74.9 with the tests (an
+ * H100, same call; 2 vectors at a time 74.0-74.9, 8 73.7-75.1). */
 template <typename T, int kAct>
 __device__ __forceinline__ void store_gemm_tile(const ember_k_gemm_wgmma_params& p,
                                                 const uint16_t* tile, int row0, int n0) {
