@@ -3704,7 +3704,7 @@ static ember_status* build_conv2d_igemm(ember_cuda_executor* executor, uint32_t 
   fast_divisor((uint64_t)(p.oh * p.ow), &p.div_mul[0], &p.div_shift[0]);
   fast_divisor((uint64_t)p.ow, &p.div_mul[1], &p.div_shift[1]);
   const bool wgmma = uses_conv_wgmma(executor);
-  conv_halo_plan halo;
+  conv_halo_plan halo = {0}; /* read only where on_halo; GCC at -O1 cannot tell */
   const bool on_halo = executor_conv_runs_halo(executor, op, &shape, &halo);
   ember_cuda_step* step;
   uint32_t base = 0; /* where the conv's parameters sit in the step's */
