@@ -6,9 +6,13 @@
  *      copied; `constants` still points into the caller's bytes.
  *   2. ember_plan_verify_meaning (plan_verifier.c) checks level 2 and fills the fields
  *      marked "derived" below. Only a plan that passed both levels may be executed.
- *   3. ember_plan_own_constants copies the constants section into a 64-byte aligned
- *      allocation of the plan's own, after which the plan holds no pointer into the
- *      caller's bytes (what ember_program_create does).
+ *   3. ember_program_create prepares an executor, which reads the constants where the
+ *      reader found them. The CPU executor keeps them: ember_plan_own_constants first
+ *      copies the section into a 64-byte aligned allocation of the plan's own. The CUDA
+ *      executor copies them into device memory during its prepare, and
+ *      ember_plan_forget_lent_constants then drops the pointer, so that no weights stay
+ *      on the host twice. Either way the plan then holds no pointer into the caller's
+ *      bytes.
  *   4. ember_plan_deinitialize releases everything.
  *
  * Executors (CPU now, CUDA later) read a verified plan and may rely on every rule of the
@@ -229,6 +233,12 @@ ember_status* ember_plan_verify_meaning(ember_plan* plan);
 
 /* Copies the constants section into memory the plan owns (64-byte aligned). */
 ember_status* ember_plan_own_constants(ember_plan* plan);
+
+/* For an executor that copied the constants elsewhere during its prepare (the CUDA
+ * executor, into device memory): a lent section is forgotten (`constants` becomes NULL,
+ * the tensors' offsets stay), so that the plan holds no pointer into the caller's bytes.
+ * An owned section is kept. */
+void ember_plan_forget_lent_constants(ember_plan* plan);
 
 /* Releases what the plan owns and zeroes it. Safe on a zeroed plan. */
 void ember_plan_deinitialize(ember_plan* plan);

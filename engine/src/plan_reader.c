@@ -629,6 +629,10 @@ ember_status* ember_plan_own_constants(ember_plan* plan) {
   return NULL;
 }
 
+void ember_plan_forget_lent_constants(ember_plan* plan) {
+  if (!plan->constants_owned) plan->constants = NULL;
+}
+
 void ember_plan_deinitialize(ember_plan* plan) {
   if (plan == NULL) return;
   free(plan->tensors);
