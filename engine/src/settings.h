@@ -22,6 +22,16 @@
  *                                  wherever the kernel can, 0: never; for measurement.
  *                                  A program whose GEMMs all take it skips cuBLASLt's
  *                                  load and heuristics at create.
+ *   EMBER_CUDA_GEMM_NARROW=0|1|auto a LINEAR of few rows (float16 or bfloat16, with any
+ *                                  activation after it or none) runs as one narrow GEMM
+ *                                  kernel on Hopper (64 outputs by 16-64 rows a block:
+ *                                  gemm_wgmma.cu) instead of a cuBLASLt GEMM. auto (the
+ *                                  default): where its blocks fit in one wave of the
+ *                                  GPU's SMs (the encoder's 128-row LINEARs ran as fast
+ *                                  as cuBLASLt's: bench/RESULTS.md). 1: wherever it can,
+ *                                  0: never; for measurement. A program whose GEMMs all
+ *                                  take it skips cuBLASLt's load and heuristics at create
+ *                                  (the encoder at batch 1: 24 ms instead of 216).
  *   EMBER_CUDA_CONV_NHWC_GEMM=0|1  0: convs too small for the implicit-GEMM kernel run as
  *                                  im2col + GEMM in NCHW only, not channels last with
  *                                  the output channels as M (default 1). For measurement.
@@ -60,7 +70,7 @@
 
 #include "ember/ember.h"
 
-/* A 0|1|auto variable (EMBER_CUDA_PDL, EMBER_CUDA_GEMM_WGMMA). */
+/* A 0|1|auto variable (EMBER_CUDA_PDL, EMBER_CUDA_GEMM_WGMMA, EMBER_CUDA_GEMM_NARROW). */
 typedef enum ember_mode { EMBER_MODE_OFF, EMBER_MODE_ON, EMBER_MODE_AUTO } ember_mode;
 
 typedef struct ember_settings {
@@ -70,6 +80,7 @@ typedef struct ember_settings {
   bool cuda_graphs;
   bool cuda_wgmma;
   ember_mode cuda_gemm_wgmma;
+  ember_mode cuda_gemm_narrow;
   bool cuda_conv_nhwc_gemm;
   bool cuda_conv_fold;
   bool cuda_conv_halo;

@@ -23,7 +23,8 @@
 #define EMBER_CUDA_MAX_WORKSPACE (32u << 20)
 #define EMBER_CUDA_MAX_PARAMS 512u
 _Static_assert(sizeof(ember_k_conv_halo_params) <= EMBER_CUDA_MAX_PARAMS &&
-                   sizeof(ember_k_gemm_wgmma_params) <= EMBER_CUDA_MAX_PARAMS,
+                   sizeof(ember_k_gemm_wgmma_params) <= EMBER_CUDA_MAX_PARAMS &&
+                   sizeof(ember_k_gemm_narrow_params) <= EMBER_CUDA_MAX_PARAMS,
                "the largest kernel parameters fit a step's");
 /* Tensors whose addresses one kernel step patches (SDPA with a mask has five). */
 #define EMBER_CUDA_MAX_REFS 8u
@@ -45,6 +46,7 @@ typedef enum step_tensor_maps {
   TENSOR_MAPS_NONE = 0,
   TENSOR_MAPS_GEMM_WGMMA = 1, /* ember_k_gemm_wgmma_params */
   TENSOR_MAPS_CONV_HALO = 2,  /* ember_k_conv_halo_params */
+  TENSOR_MAPS_GEMM_NARROW = 3, /* ember_k_gemm_narrow_params */
 } step_tensor_maps;
 
 typedef struct ember_cuda_step {
@@ -67,7 +69,7 @@ typedef struct ember_cuda_step {
   /* Whether a ref is an input or output (whose address can change between runs), and
    * the addresses the graph holds for each ref. */
   bool touches_io;
-  /* A step whose parameters hold tensor maps (gemm_wgmma, conv_halo): encoded again
+  /* A step whose parameters hold tensor maps (gemm_wgmma, gemm_narrow, conv_halo): encoded again
    * whenever its addresses are patched (they hold x's and w's addresses). */
   step_tensor_maps tensor_maps;
   uint64_t baked[EMBER_CUDA_MAX_REFS];
@@ -164,6 +166,8 @@ typedef struct ember_cuda_executor {
   /* LINEARs run with the activation after them on the gemm_wgmma kernel (those whose
    * activation cuBLASLt cannot fuse, on compute capability 9.0). */
   uint32_t gemm_wgmmas;
+  /* LINEARs of few rows run on the narrow GEMM kernel (linear_takes_gemm_narrow). */
+  uint32_t gemm_narrows;
   /* The product [O, N·OH·OW] of a CONV2D that runs as one GEMM over all its images, before
    * it is moved into NCHW (the largest any such conv needs; 0 if none does). */
   CUdeviceptr conv_out;
@@ -328,6 +332,8 @@ static ember_status* encode_gemm_wgmma_maps(const ember_cuda_driver* driver,
                                             ember_k_gemm_wgmma_params* p);
 static ember_status* encode_conv_halo_maps(const ember_cuda_driver* driver,
                                            ember_k_conv_halo_params* p);
+static ember_status* encode_gemm_narrow_maps(const ember_cuda_driver* driver,
+                                             ember_k_gemm_narrow_params* p);
 
 /* Writes the current addresses of a kernel step's tensors into its parameter struct (and
  * the tensor maps made from them). */
@@ -347,6 +353,11 @@ static ember_status* patch_kernel_params(const ember_cuda_executor* executor,
     ember_k_conv_halo_params p;
     memcpy(&p, step->params, sizeof p);
     EMBER_RETURN_IF_ERROR(encode_conv_halo_maps(executor->driver, &p));
+    memcpy(step->params, &p, sizeof p);
+  } else if (step->tensor_maps == TENSOR_MAPS_GEMM_NARROW) {
+    ember_k_gemm_narrow_params p;
+    memcpy(&p, step->params, sizeof p);
+    EMBER_RETURN_IF_ERROR(encode_gemm_narrow_maps(executor->driver, &p));
     memcpy(step->params, &p, sizeof p);
   }
   return NULL;
@@ -663,12 +674,15 @@ static bool is_activation(ember_opcode opcode) {
 
 /* Whether op i (LINEAR or MATMUL) can take op i + 1 into its epilogue: RELU, or GELU in
  * the tanh form (what CUBLASLT_EPILOGUE_GELU computes), or any activation for a LINEAR
- * that runs as the gemv kernel (which applies activate()), or one of those cuBLASLt lacks
- * for a LINEAR the gemm_wgmma kernel takes with it; a CONV2D takes a RELU (in its
+ * that runs as the gemv kernel or the narrow GEMM kernel (which apply activate()), or one
+ * of those cuBLASLt lacks for a LINEAR the gemm_wgmma kernel takes with it; a CONV2D takes a RELU (in its
  * GEMM's epilogue, or a ReLU in place after it), and so does a binary op (its kernel's
  * `relu`). The activation reads only the op's output, and nothing else reads that. */
 static bool linear_takes_gemm_wgmma(const ember_cuda_executor* executor, const ember_op_desc* op,
                                     const ember_op_desc* next);
+typedef struct gemm_narrow_shape gemm_narrow_shape;
+static bool linear_takes_gemm_narrow(const ember_cuda_executor* executor, const ember_op_desc* op,
+                                     gemm_narrow_shape* out);
 
 static bool can_fuse_activation(const ember_cuda_executor* executor, uint32_t i,
                                 const uint32_t* readers) {
@@ -689,7 +703,9 @@ static bool can_fuse_activation(const ember_cuda_executor* executor, uint32_t i,
       next->opcode == EMBER_OP_RELU ||
       (next->opcode == EMBER_OP_GELU &&
        ember_plan_op_attr(plan, next, EMBER_ATTR_GELU_APPROXIMATE) == 1);
-  if (!cublaslt_epilogue && !(is_activation(next->opcode) && linear_takes_gemv(plan, op)) &&
+  if (!cublaslt_epilogue &&
+      !(is_activation(next->opcode) &&
+        (linear_takes_gemv(plan, op) || linear_takes_gemm_narrow(executor, op, NULL))) &&
       !linear_takes_gemm_wgmma(executor, op, next)) {
     return false;
   }
@@ -1270,6 +1286,154 @@ static ember_status* add_gemm_wgmma_step(ember_cuda_executor* executor, uint32_t
   return patch_kernel_params(executor, step);
 }
 
+/* ---- LINEAR of few rows (and the activation after it) on the narrow GEMM kernel ------- */
+
+/* The narrow kernel's grid for one LINEAR: R (rows of x a block; index r: R = 16 << r), B
+ * (K tiles a stage), and the counts of kernel_params.h's ember_k_gemm_narrow_params. */
+struct gemm_narrow_shape {
+  uint32_t r;
+  uint32_t boxes;
+  int32_t block_rows;
+  int32_t n_tiles;
+  int32_t k_stages;
+  int32_t stages;
+  uint64_t blocks;
+};
+
+/* Fewer blocks than this leave most of an H100's or H200's SMs idle; R is the largest that
+ * makes at least this many (the encoder's 128-row LINEARs: 64 rows for QKV's 2304 outputs
+ * and the FFN's 3072, 72 and 96 blocks; 16 rows for its 768, 96 blocks), else 16. */
+#define EMBER_CUDA_GEMM_NARROW_MIN_BLOCKS 64u
+
+/* Whether this executor runs LINEARs of few rows on the narrow GEMM kernel: the
+ * gemm_wgmma module's conditions (uses_gemm_wgmma), its kernels' shared memory, and
+ * EMBER_CUDA_GEMM_NARROW not 0. */
+static bool uses_gemm_narrow(const ember_cuda_executor* executor) {
+  return uses_gemm_wgmma(executor) && executor->kernels.gemm_narrow &&
+         ember_settings_get()->cuda_gemm_narrow != EMBER_MODE_OFF;
+}
+
+/* Whether LINEAR op runs on the narrow GEMM kernel (with the activation after it, if
+ * can_fuse_activation takes it; out may be NULL): weight [N, K], float16 or bfloat16
+ * throughout, K and N multiples of 8 (the tensor maps' row pitch, the epilogue's 16-byte
+ * vectors), sizes within int32, more rows than the gemv kernel takes, on an executor that
+ * uses the kernel; under EMBER_CUDA_GEMM_NARROW=auto, also its blocks no more than the
+ * SMs (one wave: past that, cuBLASLt's persistent kernels or gemm_wgmma's wide tiles). B
+ * is the first of 3, 4, 2, 1 (R = 64) or 4, 3, 2, 1 (smaller R) that divides the K tiles,
+ * so that every stage runs the same MMAs: the order the thirty-sixth session's probe found
+ * fastest for the encoder's four LINEARs. */
+static bool linear_takes_gemm_narrow(const ember_cuda_executor* executor, const ember_op_desc* op,
+                                     gemm_narrow_shape* out) {
+  const ember_plan* plan = executor->plan;
+  if (!uses_gemm_narrow(executor) || op->opcode != EMBER_OP_LINEAR ||
+      ember_plan_op_attr(plan, op, EMBER_ATTR_LINEAR_WEIGHT_LAYOUT) != 0 ||
+      linear_takes_gemv(plan, op)) {
+    return false;
+  }
+  const ember_tensor_desc* x = ember_plan_op_input_tensor(plan, op, 0);
+  const ember_tensor_desc* w = ember_plan_op_input_tensor(plan, op, 1);
+  const ember_tensor_desc* y = ember_plan_op_output_tensor(plan, op, 0);
+  if (!is_16bit_float(y->dtype) || x->dtype != y->dtype || w->dtype != y->dtype ||
+      (op->num_inputs == 3 && ember_plan_op_input_tensor(plan, op, 2)->dtype != y->dtype)) {
+    return false;
+  }
+  const int64_t k = x->dims[x->rank - 1], n = y->dims[y->rank - 1];
+  if (k <= 0 || n <= 0 || k % 8 != 0 || n % 8 != 0 || k > INT32_MAX || n > INT32_MAX) return false;
+  const uint64_t rows = x->numel / (uint64_t)k;
+  if (rows > INT32_MAX) return false;
+  gemm_narrow_shape shape;
+  const uint64_t n_tiles = ceil_div_u64((uint64_t)n, EMBER_K_GEMM_NARROW_BM);
+  shape.r = 0;
+  for (uint32_t r = EMBER_K_GEMM_NARROW_ROWS_COUNT; r-- > 0;) {
+    if (n_tiles * ceil_div_u64(rows, 16u << r) >= EMBER_CUDA_GEMM_NARROW_MIN_BLOCKS) {
+      shape.r = r;
+      break;
+    }
+  }
+  shape.block_rows = (int32_t)(16u << shape.r);
+  shape.blocks = n_tiles * ceil_div_u64(rows, (uint64_t)shape.block_rows);
+  if (shape.blocks > INT32_MAX ||
+      (ember_settings_get()->cuda_gemm_narrow == EMBER_MODE_AUTO &&
+       shape.blocks > (uint64_t)executor->sm_count)) {
+    return false;
+  }
+  const uint64_t k_tiles = ceil_div_u64((uint64_t)k, EMBER_K_GEMM_NARROW_BK);
+  static const uint32_t kBoxesWide[4] = {3, 4, 2, 1}, kBoxesNarrow[4] = {4, 3, 2, 1};
+  const uint32_t* order = shape.block_rows == 64 ? kBoxesWide : kBoxesNarrow;
+  shape.boxes = 1;
+  for (int b = 0; b < 4; ++b) {
+    if (k_tiles % order[b] == 0) {
+      shape.boxes = order[b];
+      break;
+    }
+  }
+  const uint32_t stage_bytes =
+      shape.boxes * (uint32_t)(EMBER_K_GEMM_NARROW_BM + shape.block_rows) * EMBER_K_GEMM_NARROW_BK * 2u;
+  const uint32_t stages = EMBER_K_GEMM_NARROW_RING_BYTES / stage_bytes;
+  shape.stages = (int32_t)(stages < EMBER_K_GEMM_NARROW_MAX_STAGES ? stages
+                                                                  : EMBER_K_GEMM_NARROW_MAX_STAGES);
+  shape.n_tiles = (int32_t)n_tiles;
+  shape.k_stages = (int32_t)(k_tiles / shape.boxes);
+  if (out != NULL) *out = shape;
+  return true;
+}
+
+static ember_status* encode_gemm_narrow_maps(const ember_cuda_driver* driver,
+                                             ember_k_gemm_narrow_params* p) {
+  EMBER_RETURN_IF_ERROR(encode_tiled_map(driver, p->x_map, p->x, p->rows, p->k,
+                                         EMBER_K_GEMM_NARROW_BK, (uint32_t)p->block_rows,
+                                         CU_TENSOR_MAP_SWIZZLE_128B,
+                                         "cuTensorMapEncodeTiled(LINEAR x)"));
+  return encode_tiled_map(driver, p->w_map, p->w, p->n, p->k, EMBER_K_GEMM_NARROW_BK,
+                          EMBER_K_GEMM_NARROW_BM, CU_TENSOR_MAP_SWIZZLE_128B,
+                          "cuTensorMapEncodeTiled(LINEAR weight)");
+}
+
+/* LINEAR op i (linear_takes_gemm_narrow) as one narrow GEMM step, with activation op
+ * `fused` (EMBER_PLAN_NO_INDEX: none), writing the last one's output. */
+static ember_status* add_gemm_narrow_step(ember_cuda_executor* executor, uint32_t i,
+                                          uint32_t fused, const gemm_narrow_shape* shape) {
+  const ember_plan* plan = executor->plan;
+  const ember_op_desc* op = &plan->ops[i];
+  const ember_tensor_desc* x = ember_plan_op_input_tensor(plan, op, 0);
+  const ember_tensor_desc* y = ember_plan_op_output_tensor(plan, op, 0);
+  ember_k_gemm_narrow_params p;
+  memset(&p, 0, sizeof p);
+  p.k = (int32_t)x->dims[x->rank - 1];
+  p.n = (int32_t)y->dims[y->rank - 1];
+  p.rows = (int32_t)(x->numel / (uint64_t)p.k);
+  p.block_rows = shape->block_rows;
+  p.n_tiles = shape->n_tiles;
+  p.k_stages = shape->k_stages;
+  p.stages = shape->stages;
+  p.act = fused == EMBER_PLAN_NO_INDEX ? EMBER_K_UNARY_IDENTITY
+                                       : (int32_t)unary_op_of(plan, &plan->ops[fused]);
+  p.has_bias = op->num_inputs == 3;
+  p.constant_operands =
+      ember_plan_op_input_tensor(plan, op, 1)->storage == EMBER_STORAGE_CONSTANT &&
+      (!p.has_bias || ember_plan_op_input_tensor(plan, op, 2)->storage == EMBER_STORAGE_CONSTANT);
+  const uint32_t kernel = EMBER_CUDA_KERNEL_GEMM_NARROW +
+                          2u * (EMBER_K_GEMM_NARROW_MAX_BOXES * shape->r + shape->boxes - 1u) +
+                          ember_cuda_half_index(y->dtype);
+  ember_cuda_step* step = add_kernel_step(executor, i, kernel, (unsigned int)shape->blocks, &p, sizeof p);
+  step->block = EMBER_K_GEMM_NARROW_THREADS;
+  step->shared_bytes = EMBER_K_GEMM_NARROW_SMEM_BYTES;
+  step->tensor_maps = TENSOR_MAPS_GEMM_NARROW;
+  const uint32_t out =
+      ember_plan_op_output(plan, fused == EMBER_PLAN_NO_INDEX ? op : &plan->ops[fused], 0);
+  add_ref(executor, step, ember_plan_op_input(plan, op, 0), offsetof(ember_k_gemm_narrow_params, x));
+  add_ref(executor, step, ember_plan_op_input(plan, op, 1), offsetof(ember_k_gemm_narrow_params, w));
+  if (p.has_bias) {
+    add_ref(executor, step, ember_plan_op_input(plan, op, 2),
+            offsetof(ember_k_gemm_narrow_params, bias));
+  }
+  add_ref(executor, step, out, offsetof(ember_k_gemm_narrow_params, y));
+  for (uint32_t r = 0; r < step->num_refs; ++r) require_io_alignment(executor, step->refs[r].tensor, 16);
+  ++executor->gemm_narrows;
+  /* Encoded now too, so that a map the driver refuses fails in create, not in a run. */
+  return patch_kernel_params(executor, step);
+}
+
 static ember_status* build_gemm(ember_cuda_executor* executor, uint32_t i, uint32_t fused,
                                 size_t* max_workspace) {
   const ember_plan* plan = executor->plan;
@@ -1292,6 +1456,10 @@ static ember_status* build_gemm(ember_cuda_executor* executor, uint32_t i, uint3
   }
   if (fused != EMBER_PLAN_NO_INDEX && linear_takes_gemm_wgmma(executor, op, &plan->ops[fused])) {
     return add_gemm_wgmma_step(executor, i, fused);
+  }
+  gemm_narrow_shape narrow;
+  if (linear_takes_gemm_narrow(executor, op, &narrow)) {
+    return add_gemm_narrow_step(executor, i, fused, &narrow);
   }
   ember_cuda_gemm_request request = {
       .plan = plan,
@@ -4868,7 +5036,8 @@ static ember_status* cuda_executor_run(ember_executor* base, const ember_tensor_
 /* ---- prepare and destroy -------------------------------------------------------------- */
 
 /* Whether any op of the plan may run on cuBLASLt on this executor: a MATMUL, a LINEAR
- * that is neither the gemv kernel nor the gemm_wgmma kernel with the activation after it,
+ * that is neither the gemv kernel nor the gemm_wgmma kernel with the activation after it
+ * nor the narrow GEMM kernel,
  * an SDPA (not on the flash kernel) or CONV2D that passes the checks for running as GEMMs
  * (sdpa_takes_flash, sdpa_gemm_sizes, conv_gemm_sizes) and is not on an implicit-GEMM
  * kernel of this GPU (executor_conv_runs_igemm: the kernels are loaded by now, so the
@@ -4885,8 +5054,9 @@ static bool executor_needs_cublaslt(const ember_cuda_executor* executor, const u
     const ember_op_desc* op = &plan->ops[i];
     uint64_t a, b, c;
     sdpa_flash_shape shape;
-    const bool own_gemm = i + 1 < plan->num_ops && can_fuse_activation(executor, i, readers) &&
-                          linear_takes_gemm_wgmma(executor, op, &plan->ops[i + 1]);
+    const bool own_gemm = (i + 1 < plan->num_ops && can_fuse_activation(executor, i, readers) &&
+                           linear_takes_gemm_wgmma(executor, op, &plan->ops[i + 1])) ||
+                          linear_takes_gemm_narrow(executor, op, NULL);
     const bool needs =
         op->opcode == EMBER_OP_MATMUL ||
         (op->opcode == EMBER_OP_LINEAR && !linear_takes_gemv(plan, op) && !own_gemm) ||
@@ -5234,6 +5404,8 @@ void ember_cuda_executor_get_info(const ember_executor* base,
   out_info->conv_halo = uses_conv_halo(executor);
   out_info->gemm_wgmmas = executor->gemm_wgmmas;
   out_info->gemm_wgmma = uses_gemm_wgmma(executor);
+  out_info->gemm_narrows = executor->gemm_narrows;
+  out_info->gemm_narrow = uses_gemm_narrow(executor);
   out_info->fused_residuals = executor->conv_residuals;
   uint32_t last_conv_gemm = UINT32_MAX; /* a conv's chunks are consecutive steps */
   for (uint32_t s = 0; s < executor->num_steps; ++s) {
@@ -5250,6 +5422,9 @@ void ember_cuda_executor_get_info(const ember_executor* base,
       if (executor->fuse_next[step->op_index]) ++out_info->fused_activations;
     }
     if (step->tensor_maps == TENSOR_MAPS_GEMM_WGMMA) ++out_info->fused_activations;
+    if (step->tensor_maps == TENSOR_MAPS_GEMM_NARROW && executor->fuse_next[step->op_index]) {
+      ++out_info->fused_activations;
+    }
     if (step->beside) ++out_info->beside_steps; /* set by build_graph only */
     if (is_binary(op->opcode) && executor->fuse_next[step->op_index]) {
       ++out_info->fused_activations;

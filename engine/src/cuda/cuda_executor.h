@@ -80,6 +80,10 @@ typedef struct ember_cuda_executor_info {
                                     cannot fuse) on the gemm_wgmma kernel */
   bool gemm_wgmma;               /* this executor uses that kernel (compute capability 9.0,
                                     EMBER_CUDA_GEMM_WGMMA=1, EMBER_CUDA_WGMMA not 0) */
+  uint32_t gemm_narrows;         /* LINEAR ops of few rows run on the narrow GEMM kernel (with
+                                    the activation after them, if any) */
+  bool gemm_narrow;              /* this executor uses that kernel (compute capability 9.0,
+                                    EMBER_CUDA_GEMM_NARROW not 0, EMBER_CUDA_WGMMA not 0) */
   uint32_t sdpa_flash;           /* SDPA ops run as the tensor-core flash kernel */
   uint32_t folded_layout_ops;    /* layout copies (PERMUTE, SLICE, RESHAPE) around those SDPAs
                                     folded into the kernel's strides: no step */

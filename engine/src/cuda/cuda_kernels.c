@@ -121,6 +121,19 @@ static const struct {
     PER_HALF(EMBER_CUDA_KERNEL_CONV_HALO_UNITS + 2, conv_halo, "ember_conv_halo_units232_c16"),
     PER_HALF(EMBER_CUDA_KERNEL_CONV_HALO_UNITS + 4, conv_halo, "ember_conv_halo_units256"),
     PER_HALF(EMBER_CUDA_KERNEL_CONV_HALO_UNITS + 6, conv_halo, "ember_conv_halo_units256_c16"),
+    /* R = 16, 32, 64; B = 1..EMBER_K_GEMM_NARROW_MAX_BOXES */
+    PER_HALF(EMBER_CUDA_KERNEL_GEMM_NARROW + 0, gemm_wgmma, "ember_gemm_narrow16_1"),
+    PER_HALF(EMBER_CUDA_KERNEL_GEMM_NARROW + 2, gemm_wgmma, "ember_gemm_narrow16_2"),
+    PER_HALF(EMBER_CUDA_KERNEL_GEMM_NARROW + 4, gemm_wgmma, "ember_gemm_narrow16_3"),
+    PER_HALF(EMBER_CUDA_KERNEL_GEMM_NARROW + 6, gemm_wgmma, "ember_gemm_narrow16_4"),
+    PER_HALF(EMBER_CUDA_KERNEL_GEMM_NARROW + 8, gemm_wgmma, "ember_gemm_narrow32_1"),
+    PER_HALF(EMBER_CUDA_KERNEL_GEMM_NARROW + 10, gemm_wgmma, "ember_gemm_narrow32_2"),
+    PER_HALF(EMBER_CUDA_KERNEL_GEMM_NARROW + 12, gemm_wgmma, "ember_gemm_narrow32_3"),
+    PER_HALF(EMBER_CUDA_KERNEL_GEMM_NARROW + 14, gemm_wgmma, "ember_gemm_narrow32_4"),
+    PER_HALF(EMBER_CUDA_KERNEL_GEMM_NARROW + 16, gemm_wgmma, "ember_gemm_narrow64_1"),
+    PER_HALF(EMBER_CUDA_KERNEL_GEMM_NARROW + 18, gemm_wgmma, "ember_gemm_narrow64_2"),
+    PER_HALF(EMBER_CUDA_KERNEL_GEMM_NARROW + 20, gemm_wgmma, "ember_gemm_narrow64_3"),
+    PER_HALF(EMBER_CUDA_KERNEL_GEMM_NARROW + 22, gemm_wgmma, "ember_gemm_narrow64_4"),
 };
 #undef PER_DTYPE
 #undef PER_HALF
@@ -226,6 +239,11 @@ ember_status* ember_cuda_kernels_load(const ember_cuda_driver* driver,
       status == NULL && out_kernels->modules[EMBER_CUDA_MODULE_gemm_wgmma] != NULL &&
       allow_dynamic_shared(driver, out_kernels, EMBER_CUDA_KERNEL_GEMM_WGMMA, 2,
                            EMBER_K_GEMM_WGMMA_SMEM_BYTES);
+  out_kernels->gemm_narrow =
+      out_kernels->gemm_wgmma &&
+      allow_dynamic_shared(driver, out_kernels, EMBER_CUDA_KERNEL_GEMM_NARROW,
+                           2 * EMBER_K_GEMM_NARROW_ROWS_COUNT * EMBER_K_GEMM_NARROW_MAX_BOXES,
+                           EMBER_K_GEMM_NARROW_SMEM_BYTES);
   if (status != NULL) ember_cuda_kernels_unload(driver, out_kernels);
   return status;
 }

@@ -60,7 +60,10 @@ typedef enum ember_cuda_kernel_id {
    * (EMBER_K_CONV_HALO_UNITS_WIDTHS, index w) and halo row (64 channels, or 16: c16 1):
    * + 4·w + 2·c16 + dtype index - 1 */
   EMBER_CUDA_KERNEL_CONV_HALO_UNITS = 86,
-  EMBER_CUDA_KERNEL_COUNT = 94,
+  /* sm_90a only (gemm_wgmma), the narrow GEMM by R = 16 << r and B K tiles a stage
+   * (kernel_params.h ember_k_gemm_narrow_params): + 2·(4·r + B - 1) + dtype index - 1 */
+  EMBER_CUDA_KERNEL_GEMM_NARROW = 94,
+  EMBER_CUDA_KERNEL_COUNT = 118,
 } ember_cuda_kernel_id;
 
 #define EMBER_CUDA_MODULE_COUNT 15
@@ -74,6 +77,7 @@ typedef struct ember_cuda_kernels {
                       memory (compute capability 9.0) */
   bool gemm_wgmma; /* the LINEAR + activation kernel on wgmma and the TMA loaded and got its
                       shared memory (compute capability 9.0) */
+  bool gemm_narrow; /* the narrow GEMM kernels got their shared memory too */
 } ember_cuda_kernels;
 
 /* Loads every module into the current context and resolves every kernel. On error

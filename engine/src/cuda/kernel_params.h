@@ -636,6 +636,50 @@ typedef struct ember_k_gemm_wgmma_params {
   int32_t constant_operands;
 } ember_k_gemm_wgmma_params;
 
+/* ember_gemm_narrow<R>_<B>_<f16|bf16> (gemm_wgmma.cu, sm_90a): a LINEAR of few rows (the
+ * encoder's 128 tokens at batch 1), with the activation after it (any; IDENTITY for
+ * none), y[r, n] = act(round(sum over k of x[r, k] * w[n, k] + bias[n])) as
+ * ember_gemm_wgmma's, in the transposed form: wgmma's M is BM = 64 rows of w (64 outputs),
+ * its N is R = 16, 32 or 64 rows of x (block_rows), so a LINEAR of 128 rows makes 36-96
+ * blocks where gemm_wgmma's 128 x 256 tiles made 3-12 and left the GPU idle. A block of
+ * THREADS threads: one consumer warpgroup (warps 0-3) and a producer warp whose first
+ * thread has the TMA copy K tiles of BK into a ring of `stages` stages (at most
+ * MAX_STAGES, in RING_BYTES), B (1-4) K tiles a stage: B w boxes of BK x BM, then B x
+ * boxes of BK x R (x_map, w_map: 2-byte elements, the 128-byte swizzle, zeros outside),
+ * so one barrier wait covers B tiles' MMAs. k_tiles = ceil(k / BK) is k_stages·B (the
+ * host picks a B that divides it). k and n multiples of 8, x, w and y 16-byte aligned.
+ * Block b: column tile b % n_tiles (BM outputs), row tile b / n_tiles (R rows). */
+#define EMBER_K_GEMM_NARROW_BM 64
+#define EMBER_K_GEMM_NARROW_BK 64
+#define EMBER_K_GEMM_NARROW_THREADS 160
+#define EMBER_K_GEMM_NARROW_RING_BYTES (192 * 1024)
+#define EMBER_K_GEMM_NARROW_MAX_STAGES 32
+#define EMBER_K_GEMM_NARROW_MAX_BOXES 4
+/* R = 16 << index, index < ROWS_COUNT. */
+#define EMBER_K_GEMM_NARROW_ROWS_COUNT 3
+/* The ring, a full and an empty barrier per stage, and 1 KB to align the ring to the
+ * swizzle's 1024 bytes. */
+#define EMBER_K_GEMM_NARROW_SMEM_BYTES \
+  (EMBER_K_GEMM_NARROW_RING_BYTES + EMBER_K_GEMM_NARROW_MAX_STAGES * 16 + 1024)
+typedef struct ember_k_gemm_narrow_params {
+  EMBER_K_ALIGNAS(64) uint64_t x_map[16]; /* a CUtensorMap: 128 bytes, 64-byte aligned */
+  uint64_t w_map[16];
+  uint64_t x; /* what the maps were encoded from (the executor patches these) */
+  uint64_t w;
+  uint64_t bias;
+  uint64_t y;
+  int32_t rows, n, k;
+  int32_t block_rows; /* R: x_map's box, the kernel's own */
+  int32_t n_tiles;    /* ceil(n / BM) */
+  int32_t k_stages;   /* ceil(k / BK) / B */
+  int32_t stages;     /* of the ring: RING_BYTES / (B·(BM + R)·BK·2), at most MAX_STAGES */
+  int32_t act;        /* ember_k_unary_op: IDENTITY or an activation */
+  int32_t has_bias;
+  /* w and bias are the plan's constants: copied and read before the kernel it follows
+   * (PDL) has finished, as ember_gemm_wgmma's. */
+  int32_t constant_operands;
+} ember_k_gemm_narrow_params;
+
 /* ember_conv_halo<n>_<f16|bf16> (conv_halo.cu, sm_90a): a CONV2D of stride 1, dilation 1
  * and groups 1 over a channels-last input of a multiple of 64 channels, as wgmma products
  * whose M is the output channels (64 a consumer warpgroup) and whose N is n (one of

@@ -10,7 +10,7 @@ and of up to 64 rows of a small product (its groups of 8 rows, gemv_groups_cases
 the wide, 32-bit and fallback paths of the gather, LAYER_NORM, MAX_POOL2D and SDPA's
 softmax (bandwidth_cases); MAX_POOL2D's row path and im2col's 16-byte gathers
 (conv_pool_cases); LINEARs with an activation on the gemm_wgmma kernel
-(gemm_wgmma_cases).
+(gemm_wgmma_cases); LINEARs of few rows on the narrow GEMM kernel (gemm_narrow_cases).
 
 Integer inputs are drawn as floor(uniform(low, high)), so an EMBEDDING case's range is
 its index range; bool inputs are 0 or 1 at random whatever the range.
@@ -378,6 +378,12 @@ ONLY_DTYPES = {"sdpa_flash_encoder": ("f16",),
                "gemm_wgmma_gelu_tails": ("f16", "bf16"), "gemm_wgmma_silu_grid": ("f16", "bf16"),
                "gemm_wgmma_sigmoid_rank3": ("f16", "bf16"), "gemm_wgmma_long_k": ("f16", "bf16"),
                "gemm_wgmma_waves": ("f16", "bf16"),
+               # float32 in one (a control: cuBLASLt).
+               "gemm_narrow_r64_gelu": ("f16", "bf16"), "gemm_narrow_r32_wrap": ("f16", "bf16"),
+               "gemm_narrow_long_k": ("f16", "bf16"), "gemm_narrow_rank3": ("f16", "bf16"),
+               "gemm_narrow_gelu_tanh": ("f16", "bf16"), "gemm_narrow_silu": ("f16", "bf16"),
+               "gemm_narrow_sigmoid": ("f16", "bf16"), "gemm_narrow_k60": ("f16", "bf16"),
+               "gemm_narrow_waves": ("f16", "bf16"),
                "conv2d_halo_units": ("f16", "bf16"), "conv2d_halo_images_nchw": ("f16", "bf16"),
                "conv2d_halo_images_last": ("f16", "bf16"),
                "conv2d_halo_pool_stem": ("f16", "bf16"),
@@ -1530,7 +1536,8 @@ def bench_cases():
     its tanh form (which the CUDA executor fuses into the GEMM epilogue); resnet18's
     basic blocks at batch 64 (the last also with its global average pool); its stem at
     batch 1 and 64 (the NCHW image's pack, the pooled 7x7 conv, and a 1x1 conv after it);
-    and its downsampling blocks at batch 64."""
+    the encoder layer's four LINEARs at batch 1 and 32; and resnet18's downsampling
+    blocks at batch 64."""
     for batch in (1, 4096):
         for approximate, form in ((0, "erf"), (1, "tanh")):
             p = Plan(pw.Dtype.FLOAT16, 1000 + batch + approximate)
@@ -1555,6 +1562,20 @@ def bench_cases():
         p = Plan(pw.Dtype.FLOAT16, 2002 + batch)
         stem_pool_conv(p, [batch, 3, 224, 224], 64)
         yield f"bench_resnet_stem_b{batch}_f16", p
+    # The encoder layer's four LINEARs (d_model 768, feed-forward 3072, 128 tokens a
+    # sequence) at batch 1 and 32: QKV and the attention's output projection from one
+    # input, the feed-forward pair with its ReLU from another.
+    for batch in (1, 32):
+        rows = 128 * batch
+        p = Plan(pw.Dtype.FLOAT16, 2200 + batch)
+        x, h = p.input([rows, 768]), p.input([rows, 768])
+        for n in (2304, 768):
+            p.op(pw.Op.LINEAR, [x, p.const([n, 768], 0.03), p.const([n], 0.1)], p.out([rows, n]), [0])
+        t, r = p.tmp([rows, 3072]), p.tmp([rows, 3072])
+        p.op(pw.Op.LINEAR, [h, p.const([3072, 768], 0.03), p.const([3072], 0.1)], t, [0])
+        p.op(pw.Op.RELU, [t], r)
+        p.op(pw.Op.LINEAR, [r, p.const([768, 3072], 0.02), p.const([768], 0.1)], p.out([rows, 768]), [0])
+        yield f"bench_encoder_linears_b{batch}_f16", p
     # resnet18's downsampling blocks at batch 64 (layer2-4's first), each after a 1x1 conv.
     for c, size in ((64, 56), (128, 28), (256, 14)):
         p = Plan(pw.Dtype.FLOAT16, 2100 + c)
@@ -1612,6 +1633,50 @@ def gemm_wgmma_waves_cases():
     1 runs on gemm_wgmma (after the other cases, so their seeds stay as they were)."""
     yield ("gemm_wgmma_waves", -2.0, 2.0,
            linear_act(8448, 16, 768, pw.Op.GELU, 0, True, True))
+
+
+def linear_plain(rows, k, n, bias, x_shape=None):
+    """LINEAR of x [rows, k] (or x_shape) by a weight [n, k], a bias or not, writing the
+    plan's output (no activation after it)."""
+    def build(p):
+        x = p.input(x_shape or [rows, k])
+        ins = [x, p.const([n, k], 1.0 / math.sqrt(k))] + ([p.const([n], 0.5)] if bias else [])
+        p.op(pw.Op.LINEAR, ins, p.out((x_shape or [rows, k])[:-1] + [n]), [0])
+    return build
+
+
+def gemm_narrow_cases():
+    """LINEARs of few rows for the narrow GEMM kernel (64 outputs by R = 16, 32 or 64 rows
+    a block, B K tiles a stage; cuda_executor.c linear_takes_gemm_narrow): each R, B of 1
+    to 3, tails in rows, K and N, rings that wrap, any activation or none, and controls:
+    K not a multiple of 8 (never), more blocks than an H100's or H200's 132 SMs (auto
+    leaves it to cuBLASLt). Rows past the gemv kernel's (over 64, or a product over its
+    bound). After the other cases, so their seeds stay as they were."""
+    # 22 x 3 = 66 blocks of 64 rows (the last of 2), K 72 = 2 tiles (B 2), N 1400 = 21
+    # tiles + 56.
+    yield ("gemm_narrow_r64_gelu", -2.0, 2.0,
+           linear_act(130, 72, 1400, pw.Op.GELU, 0, True, True))
+    # 32 x 2 = 64 blocks of 32 rows; K 1288 = 21 tiles (B 3, 7 stages through a ring of 5).
+    yield ("gemm_narrow_r32_wrap", -2.0, 2.0, linear_plain(40, 1288, 2048, True))
+    # 12 x 5 = 60 blocks of 16 rows (the last of 11), K 136 = 3 tiles (B 3), the output
+    # read by an ADD.
+    yield ("gemm_narrow_r16_relu", -2.0, 2.0,
+           linear_act(75, 136, 760, pw.Op.RELU, None, False, False))
+    # K 1416 = 23 tiles (B 1: 23 stages through a ring of 19), N one tile.
+    yield ("gemm_narrow_long_k", -2.0, 2.0,
+           linear_act(70, 1416, 64, pw.Op.TANH, None, True, True))
+    # x of rank 3 (128 rows), the encoder's QKV width: 36 x 2 blocks of 64 rows.
+    yield ("gemm_narrow_rank3", -2.0, 2.0, linear_plain(None, 96, 2304, True, x_shape=[2, 64, 96]))
+    # GELU's tanh form, SiLU and SIGMOID, no bias.
+    yield ("gemm_narrow_gelu_tanh", -2.0, 2.0,
+           linear_act(100, 64, 512, pw.Op.GELU, 1, False, True))
+    yield ("gemm_narrow_silu", -2.0, 2.0, linear_act(100, 64, 512, pw.Op.SILU, None, True, True))
+    yield ("gemm_narrow_sigmoid", -2.0, 2.0,
+           linear_act(100, 64, 512, pw.Op.SIGMOID, None, True, True))
+    # Controls: K = 60; 16 x 18 = 288 blocks.
+    yield ("gemm_narrow_k60", -2.0, 2.0, linear_plain(100, 60, 512, True))
+    yield ("gemm_narrow_waves", -2.0, 2.0,
+           linear_act(1100, 16, 1024, pw.Op.RELU, None, True, True))
 
 
 def gemv_mma_cases():
@@ -1755,7 +1820,8 @@ def main():
                                    list(halo_images_cases()) + list(stem_cases()) +
                                    list(reduce_columns_cases()) + list(gemv_groups_cases()) +
                                    list(gemm_wgmma_waves_cases()) + list(gemv_mma_cases()) +
-                                   list(halo_widths_cases()) + list(branches_cases())):
+                                   list(halo_widths_cases()) + list(branches_cases()) +
+                                   list(gemm_narrow_cases())):
         for dtype_name, dtype in dtypes:
             seed += 1
             if dtype_name not in ONLY_DTYPES.get(name, (dtype_name,)):

@@ -43,6 +43,7 @@ static const ember_cuda_driver* g_driver;
 static CUcontext g_context;
 static int g_sm_count;             /* device 0's SMs */
 static bool g_gemm_wgmma_forced;   /* EMBER_CUDA_GEMM_WGMMA=1 */
+static bool g_gemm_narrow_forced;  /* EMBER_CUDA_GEMM_NARROW=1 */
 static bool g_branches_off;        /* EMBER_CUDA_BRANCHES=0 */
 
 /* ---- values ------------------------------------------------------------------------- */
@@ -276,6 +277,19 @@ static const struct {
     {"add_relu_same_", 1, 0},     {"add_relu_bias_", 1, 0},    {"add_relu_two_readers_", 0, 0},
 };
 
+/* kFusion's cases whose LINEARs the narrow GEMM kernel takes (float16 and bfloat16 on an
+ * H100 or H200, info.gemm_narrows > 0), where that differs: the kernel fuses every
+ * activation, GELU's erf form too, and the MLP's hidden GELU of that form then writes
+ * over its input's bytes as well. */
+static const struct {
+  const char* prefix;
+  uint32_t fused_activations;
+  uint32_t relocated;
+} kFusionNarrow[] = {
+    {"linear_gelu_erf_", 1, 0},
+    {"mlp_", 3, 2},
+};
+
 /* LINEAR cases and how many of their LINEARs run as the gemv kernel (weight [N, K], at
  * most 8 rows of x, or at most 64 of a product of at most 2^26 multiply-adds) rather than
  * cuBLASLt; the first matching prefix counts. */
@@ -454,6 +468,31 @@ static const struct {
     {"gemm_wgmma_waves_", 1, 198}, /* auto's control: more tiles than an H100's 132 SMs */
 };
 
+/* Narrow GEMM cases (make_cuda_op_plans.py gemm_narrow_cases): how many LINEARs run on
+ * the narrow GEMM kernel in float16 and bfloat16 where the executor uses it
+ * (info.gemm_narrow: an H100 or H200 unless EMBER_CUDA_GEMM_NARROW=0, the control
+ * cuda.test_cuda_ops_gemm_narrow_off), how many activations those fuse, and their blocks:
+ * under auto (the default) a LINEAR takes the kernel only when its blocks fit in one
+ * wave, under 1 (cuda.test_cuda_ops_gemm_narrow) whatever their number. 0 elsewhere and
+ * in float32. */
+static const struct {
+  const char* prefix;
+  uint32_t gemm_narrows;
+  uint32_t fused;
+  uint32_t blocks;
+} kGemmNarrow[] = {
+    {"gemm_narrow_r64_gelu_", 1, 1, 66},
+    {"gemm_narrow_r32_wrap_", 1, 0, 64},
+    {"gemm_narrow_r16_relu_", 1, 1, 60},
+    {"gemm_narrow_long_k_", 1, 1, 5},
+    {"gemm_narrow_rank3_", 1, 0, 72},
+    {"gemm_narrow_gelu_tanh_", 1, 1, 56},
+    {"gemm_narrow_silu_", 1, 1, 56},
+    {"gemm_narrow_sigmoid_", 1, 1, 56},
+    {"gemm_narrow_k60_", 0, 0, 0}, /* K not a multiple of 8 */
+    {"gemm_narrow_waves_", 1, 1, 288}, /* auto's control: more blocks than 132 SMs */
+};
+
 /* REDUCE cases and how many of their REDUCEs take 32 contiguous outputs a block, and of
  * those 16 bytes of them a lane, in every dtype on every GPU (plan inputs: their layout
  * is the plan's). The first matching prefix counts; the reduce cases before
@@ -544,6 +583,8 @@ static void run_op_case(const char* dir, const char* name, double low, double hi
   g_totals.norm_adds += info.norm_adds;
   g_totals.gemm_wgmmas += info.gemm_wgmmas;
   g_totals.gemm_wgmma = g_totals.gemm_wgmma || info.gemm_wgmma;
+  g_totals.gemm_narrows += info.gemm_narrows;
+  g_totals.gemm_narrow = g_totals.gemm_narrow || info.gemm_narrow;
   g_totals.conv_igemms += info.conv_igemms;
   g_totals.conv_wgmmas += info.conv_wgmmas;
   g_totals.conv_folds += info.conv_folds;
@@ -584,11 +625,17 @@ static void run_op_case(const char* dir, const char* name, double low, double hi
   }
   for (size_t f = 0; f < sizeof kFusion / sizeof kFusion[0]; ++f) {
     if (strncmp(name, kFusion[f].prefix, strlen(kFusion[f].prefix)) == 0) {
-      EXPECT(info.fused_activations == kFusion[f].fused_activations &&
-                 info.relocated_tensors == kFusion[f].relocated,
-             "%s: %u activations fused into GEMM epilogues (%u relocated), expected %u (%u)",
-             name, info.fused_activations, info.relocated_tensors,
-             kFusion[f].fused_activations, kFusion[f].relocated);
+      uint32_t fused = kFusion[f].fused_activations, relocated = kFusion[f].relocated;
+      for (size_t n = 0; n < sizeof kFusionNarrow / sizeof kFusionNarrow[0]; ++n) {
+        if (info.gemm_narrows > 0 && strcmp(kFusionNarrow[n].prefix, kFusion[f].prefix) == 0) {
+          fused = kFusionNarrow[n].fused_activations;
+          relocated = kFusionNarrow[n].relocated;
+        }
+      }
+      EXPECT(info.fused_activations == fused && info.relocated_tensors == relocated,
+             "%s: %u activations fused into GEMM epilogues (%u relocated, %u LINEAR on the "
+             "narrow kernel), expected %u (%u)", name, info.fused_activations,
+             info.relocated_tensors, info.gemm_narrows, fused, relocated);
     }
   }
   for (size_t g = 0; g < sizeof kGemv / sizeof kGemv[0]; ++g) {
@@ -628,9 +675,29 @@ static void run_op_case(const char* dir, const char* name, double low, double hi
         info.gemm_wgmma && !ends_with(name, "_f32") && (one_wave || g_gemm_wgmma_forced)
             ? kGemmWgmma[c].gemm_wgmmas
             : 0;
-    EXPECT(info.gemm_wgmmas == expected && info.fused_activations == expected,
-           "%s: %u LINEAR + activation on the gemm_wgmma kernel (%u activations fused), "
-           "expected %u", name, info.gemm_wgmmas, info.fused_activations, expected);
+    /* A pair gemm_wgmma leaves may take the narrow kernel, which fuses its activation
+     * (gemm_wgmma_few_tiles under auto). */
+    EXPECT(info.gemm_wgmmas == expected &&
+               info.fused_activations == expected + info.gemm_narrows,
+           "%s: %u LINEAR + activation on the gemm_wgmma kernel (%u activations fused, %u "
+           "LINEAR on the narrow kernel), expected %u", name, info.gemm_wgmmas,
+           info.fused_activations, info.gemm_narrows, expected);
+    break;
+  }
+  for (size_t c = 0; c < sizeof kGemmNarrow / sizeof kGemmNarrow[0]; ++c) {
+    if (strncmp(name, kGemmNarrow[c].prefix, strlen(kGemmNarrow[c].prefix)) != 0) continue;
+    const bool one_wave = kGemmNarrow[c].blocks <= (uint32_t)g_sm_count;
+    const bool taken =
+        info.gemm_narrow && !ends_with(name, "_f32") && (one_wave || g_gemm_narrow_forced);
+    const uint32_t expected = taken ? kGemmNarrow[c].gemm_narrows : 0;
+    EXPECT(info.gemm_narrows == expected,
+           "%s: %u LINEAR on the narrow GEMM kernel, expected %u", name, info.gemm_narrows,
+           expected);
+    if (taken) {
+      EXPECT(info.fused_activations == kGemmNarrow[c].fused,
+             "%s: %u activations fused, expected %u", name, info.fused_activations,
+             kGemmNarrow[c].fused);
+    }
     break;
   }
   for (size_t c = 0; c < sizeof kReduceColumns / sizeof kReduceColumns[0]; ++c) {
@@ -1329,10 +1396,11 @@ int main(int argc, char** argv) {
   if (status == NULL) status = ember_cublaslt_library_get(&lt);
   if (status != NULL) {
     /* The variants (EMBER_CUDA_GRAPHS=0, EMBER_CUDA_WGMMA=0, EMBER_CUDA_GEMM_WGMMA=1,
-     * EMBER_CUDA_PDL=1 or 0) would run the same CPU half again: only the CUDA half
+     * EMBER_CUDA_GEMM_NARROW=1 or 0, EMBER_CUDA_PDL=1 or 0) would run the same CPU half again: only the CUDA half
      * differs, and there is none here. */
     if (env_is("EMBER_CUDA_GRAPHS", "0") || env_is("EMBER_CUDA_WGMMA", "0") ||
-        env_is("EMBER_CUDA_GEMM_WGMMA", "1") || env_is("EMBER_CUDA_PDL", "1") ||
+        env_is("EMBER_CUDA_GEMM_WGMMA", "1") || env_is("EMBER_CUDA_GEMM_NARROW", "1") ||
+        env_is("EMBER_CUDA_GEMM_NARROW", "0") || env_is("EMBER_CUDA_PDL", "1") ||
         env_is("EMBER_CUDA_PDL", "0")) {
       printf("SKIP test_cuda_ops (a variant): %s; the CPU half runs in cuda.test_cuda_ops\n",
              ember_status_message(status));
@@ -1356,6 +1424,7 @@ int main(int argc, char** argv) {
   g_driver->cuDeviceGetName(device_name, (int)sizeof device_name, device);
   g_driver->cuDeviceGetAttribute(&g_sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device);
   g_gemm_wgmma_forced = env_is("EMBER_CUDA_GEMM_WGMMA", "1");
+  g_gemm_narrow_forced = env_is("EMBER_CUDA_GEMM_NARROW", "1");
   g_branches_off = env_is("EMBER_CUDA_BRANCHES", "0");
   printf("test_cuda_ops: device 0 %s, driver %d, cuBLASLt %zu\n", device_name,
          g_driver->driver_version, lt->version);
@@ -1392,6 +1461,15 @@ int main(int argc, char** argv) {
          g_totals.conv_folds, g_totals.conv_halos, g_totals.conv_halo_units, g_totals.conv_halo_stacked, g_totals.fused_residuals, g_totals.norm_adds, g_totals.gemv_kernels,
          g_totals.gemm_wgmmas, g_totals.gemm_wgmma ? "has" : "does not have", g_totals.sdpa_flash,
          g_totals.folded_layout_ops);
+
+  printf("op cases: %u LINEAR on the narrow GEMM kernel (which this executor %s)\n",
+         g_totals.gemm_narrows, g_totals.gemm_narrow ? "takes" : "does not take");
+  /* Under EMBER_CUDA_GEMM_NARROW=1 or auto on a GPU that has the kernel, the narrow cases
+   * ran on it (the per-case checks say which; this says they were not all skipped). */
+  if (g_totals.gemm_narrow && strstr("gemm_narrow", filter) != NULL) {
+    EXPECT(g_totals.gemm_narrows >= 8, "%u LINEARs on the narrow GEMM kernel, expected at least 8",
+           g_totals.gemm_narrows);
+  }
 
   /* On a GPU that has PDL, with graphs: EMBER_CUDA_PDL=1 (cuda.test_cuda_ops_pdl) used it
    * in the graphs, and the checks above held with it; 0 (cuda.test_cuda_ops_nopdl, the

@@ -291,6 +291,199 @@ __device__ __forceinline__ void gemm_wgmma_entry(const ember_k_gemm_wgmma_params
 #endif
 }
 
+/* ---- the narrow form: few rows of x as wgmma's N (ember_k_gemm_narrow_params) ---------- */
+
+constexpr int kNarrowBM = EMBER_K_GEMM_NARROW_BM;
+constexpr int kNarrowBK = EMBER_K_GEMM_NARROW_BK;
+constexpr int kNarrowWBoxBytes = kNarrowBM * kNarrowBK * 2;
+constexpr int kNarrowMaxStages = EMBER_K_GEMM_NARROW_MAX_STAGES;
+static_assert(kNarrowBK * 2 == 128 && kNarrowBM == 64,
+              "a K tile is one 128-byte swizzle row; w's 64 rows are wgmma's M");
+static_assert(EMBER_K_GEMM_NARROW_RING_BYTES + kNarrowMaxStages * 16 + 1024 ==
+                  EMBER_K_GEMM_NARROW_SMEM_BYTES,
+              "the host's size");
+static_assert(EMBER_K_GEMM_NARROW_THREADS == 160, "a consumer warpgroup and a producer warp");
+constexpr int kNarrowOutStride = kNarrowBM + 8; /* elements between rows of the epilogue's tile */
+
+/* Writes the narrow form's tile (R rows of y from m0, 64 columns from n0, rows
+ * kNarrowOutStride apart) with activation kAct, 16 bytes a thread: consecutive threads
+ * along a row of y; rows and columns past y's left out (n is a multiple of 8). */
+template <typename T, int R, int kAct>
+__device__ __forceinline__ void store_narrow_tile(const ember_k_gemm_narrow_params& p,
+                                                  const uint16_t* tile, int m0, int n0) {
+  uint16_t* y = reinterpret_cast<uint16_t*>(p.y);
+  constexpr int kRowVectors = kNarrowBM / 8;
+#pragma unroll 4
+  for (int v = threadIdx.x; v < R * kRowVectors; v += 128) {
+    const int r = v / kRowVectors, c = (v % kRowVectors) * 8;
+    if (m0 + r >= p.rows || n0 + c >= p.n) continue;
+    store_gemm_vector<T, kAct>(tile + r * kNarrowOutStride + c, y + (int64_t)(m0 + r) * p.n + n0 + c);
+  }
+}
+
+/* The consumer warpgroup: the MMAs over every stage, then the epilogue. D = w_tile · x_tileᵀ,
+ * so accumulator 4j + e is output column (of y) 16·warp + lane / 4 (+8 for e >= 2) of the
+ * block's 64 and row 8j + 2·(lane % 4) + e % 2 of its R: transposed through shared memory
+ * on the way out, so that y's rows are written 16 bytes a thread. */
+template <typename T, int R, int kBoxes>
+__device__ __forceinline__ void gemm_narrow_consume(const ember_k_gemm_narrow_params& p,
+                                                    uint8_t* smem, uint32_t full0,
+                                                    uint32_t empty0, int m0, int n0) {
+  constexpr int kXBoxBytes = R * kNarrowBK * 2;
+  constexpr int kStageBytes = kBoxes * (kNarrowWBoxBytes + kXBoxBytes);
+  const uint32_t ring = shared_address(smem);
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  /* The bias of this thread's two output columns, read before the MMAs so that its load
+   * is not the epilogue's wait; a bias a kernel of the run writes only after the wait. */
+  const int col = 16 * warp + (lane >> 2);
+  float bias_lo = 0.0f, bias_hi = 0.0f;
+  if (!p.constant_operands) wait_previous_grid();
+  if (p.has_bias) {
+    const uint16_t* bias = reinterpret_cast<const uint16_t*>(p.bias);
+    if (n0 + col < p.n) bias_lo = Bits<T>::to_float(bias[n0 + col]);
+    if (n0 + col + 8 < p.n) bias_hi = Bits<T>::to_float(bias[n0 + col + 8]);
+  }
+  wait_previous_grid(); /* y may be memory the previous kernel reads */
+  float acc[R / 2];
+#pragma unroll
+  for (int i = 0; i < R / 2; ++i) acc[i] = 0.0f;
+  int s = 0;
+  uint32_t phase = 0;
+  for (int st = 0; st < p.k_stages; ++st) {
+    mbarrier_wait(full0 + 8u * (uint32_t)s, phase);
+    const uint32_t w_box = ring + (uint32_t)(s * kStageBytes);
+    const uint32_t x_box = w_box + (uint32_t)(kBoxes * kNarrowWBoxBytes);
+    wgmma_fence();
+    /* Every stage runs the same MMAs: a wgmma under a branch makes ptxas serialize all of
+     * the kernel's (its warning C7520), so the host picks B dividing the K tiles. */
+#pragma unroll
+    for (int b = 0; b < kBoxes; ++b) {
+#pragma unroll
+      for (int kk = 0; kk < kNarrowBK / 16; ++kk) {
+        wgmma_mma<T, R>(acc, wgmma_descriptor(w_box + (uint32_t)(b * kNarrowWBoxBytes + kk * 32)),
+                        wgmma_descriptor(x_box + (uint32_t)(b * kXBoxBytes + kk * 32)));
+      }
+    }
+    wgmma_commit();
+    wgmma_wait<1>(); /* the MMAs of the stage before have read it */
+    if (st > 0 && lane == 0) {
+      mbarrier_arrive(empty0 + 8u * (uint32_t)(s == 0 ? p.stages - 1 : s - 1));
+    }
+    if (++s == p.stages) {
+      s = 0;
+      phase ^= 1u;
+    }
+  }
+  wgmma_wait_all();
+  fence_accumulators(acc);
+
+  /* Biased and rounded (the unfused LINEAR's stored output) into a tile of R rows of y by
+   * 64 columns at the ring's start: every copy has landed and every MMA has read its
+   * stage, once all four warps are here. */
+  asm volatile("bar.sync 1, 128;\n" ::: "memory");
+  uint16_t* tile = reinterpret_cast<uint16_t*>(smem);
+#pragma unroll
+  for (int j = 0; j < R / 8; ++j) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int row = 8 * j + 2 * (lane & 3) + (e & 1), c = col + 8 * (e >> 1);
+      const float value = acc[4 * j + e] + (e >= 2 ? bias_hi : bias_lo);
+      tile[row * kNarrowOutStride + c] = Bits<T>::from_float(value);
+    }
+  }
+  asm volatile("bar.sync 1, 128;\n" ::: "memory");
+  /* One activation's code, chosen once (as gemm_wgmma_consume's): 8 vectors of 8 columns a
+   * row of the tile, consecutive threads along a row of y. */
+  switch (p.act) {
+    case EMBER_K_UNARY_RELU: store_narrow_tile<T, R, EMBER_K_UNARY_RELU>(p, tile, m0, n0); break;
+    case EMBER_K_UNARY_GELU_ERF: store_narrow_tile<T, R, EMBER_K_UNARY_GELU_ERF>(p, tile, m0, n0); break;
+    case EMBER_K_UNARY_GELU_TANH: store_narrow_tile<T, R, EMBER_K_UNARY_GELU_TANH>(p, tile, m0, n0); break;
+    case EMBER_K_UNARY_SIGMOID: store_narrow_tile<T, R, EMBER_K_UNARY_SIGMOID>(p, tile, m0, n0); break;
+    case EMBER_K_UNARY_TANH: store_narrow_tile<T, R, EMBER_K_UNARY_TANH>(p, tile, m0, n0); break;
+    case EMBER_K_UNARY_SILU: store_narrow_tile<T, R, EMBER_K_UNARY_SILU>(p, tile, m0, n0); break;
+    default: store_narrow_tile<T, R, EMBER_K_UNARY_IDENTITY>(p, tile, m0, n0); break;
+  }
+}
+
+/* The producer's one thread: B boxes of w and of x a stage. With constant operands the
+ * first stages' w boxes go out before the previous kernel has finished (PDL), x's only
+ * after: that kernel may be what writes x. */
+template <int R, int kBoxes>
+__device__ __forceinline__ void gemm_narrow_produce(const ember_k_gemm_narrow_params& p,
+                                                    uint32_t ring, uint32_t full0,
+                                                    uint32_t empty0, int m0, int n0) {
+  constexpr int kXBoxBytes = R * kNarrowBK * 2;
+  constexpr int kStageBytes = kBoxes * (kNarrowWBoxBytes + kXBoxBytes);
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(&p.x_map) : "memory");
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(&p.w_map) : "memory");
+  const int early = p.constant_operands ? min(p.stages, p.k_stages) : 0;
+  for (int st = 0; st < early; ++st) {
+    const uint32_t full = full0 + 8u * (uint32_t)st, stage = ring + (uint32_t)(st * kStageBytes);
+    mbarrier_expect_tx(full, (uint32_t)kStageBytes);
+    for (int b = 0; b < kBoxes; ++b) {
+      tma_load_2d(stage + (uint32_t)(b * kNarrowWBoxBytes), &p.w_map,
+                  (st * kBoxes + b) * kNarrowBK, n0, full);
+    }
+  }
+  wait_previous_grid();
+  int s = 0;
+  uint32_t phase = 0;
+  for (int st = 0; st < p.k_stages; ++st) {
+    const uint32_t full = full0 + 8u * (uint32_t)s, stage = ring + (uint32_t)(s * kStageBytes);
+    if (st >= early) {
+      /* Use u of a stage waits for the consumers' release of use u - 1 (the u-th phase of
+       * its empty barrier); the first use of each waits for nothing. */
+      if (st >= p.stages) mbarrier_wait(empty0 + 8u * (uint32_t)s, phase ^ 1u);
+      mbarrier_expect_tx(full, (uint32_t)kStageBytes);
+      for (int b = 0; b < kBoxes; ++b) {
+        tma_load_2d(stage + (uint32_t)(b * kNarrowWBoxBytes), &p.w_map,
+                    (st * kBoxes + b) * kNarrowBK, n0, full);
+      }
+    }
+    for (int b = 0; b < kBoxes; ++b) {
+      tma_load_2d(stage + (uint32_t)(kBoxes * kNarrowWBoxBytes + b * kXBoxBytes), &p.x_map,
+                  (st * kBoxes + b) * kNarrowBK, m0, full);
+    }
+    if (++s == p.stages) {
+      s = 0;
+      phase ^= 1u;
+    }
+  }
+}
+
+template <typename T, int R, int kBoxes>
+__device__ __forceinline__ void gemm_narrow(const ember_k_gemm_narrow_params& p, uint8_t* smem) {
+  const int tid = threadIdx.x;
+  const int n0 = (int)(blockIdx.x % (uint32_t)p.n_tiles) * kNarrowBM;
+  const int m0 = (int)(blockIdx.x / (uint32_t)p.n_tiles) * R;
+  const uint32_t ring = shared_address(smem);
+  const uint32_t full0 = ring + (uint32_t)EMBER_K_GEMM_NARROW_RING_BYTES;
+  const uint32_t empty0 = full0 + 8u * (uint32_t)kNarrowMaxStages;
+  if (tid == 0) {
+    for (int s = 0; s < p.stages; ++s) {
+      mbarrier_init(full0 + 8u * (uint32_t)s, 1);
+      mbarrier_init(empty0 + 8u * (uint32_t)s, 4); /* an arrival per consumer warp */
+    }
+    fence_mbarrier_init();
+  }
+  __syncthreads();
+  if (tid < 128) {
+    gemm_narrow_consume<T, R, kBoxes>(p, smem, full0, empty0, m0, n0);
+  } else if (tid == 128) {
+    gemm_narrow_produce<R, kBoxes>(p, ring, full0, empty0, m0, n0);
+  }
+}
+
+template <typename T, int R, int kBoxes>
+__device__ __forceinline__ void gemm_narrow_entry(const ember_k_gemm_narrow_params& p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  gemm_narrow<T, R, kBoxes>(p, swizzle_aligned_shared()); /* EMBER_K_GEMM_NARROW_SMEM_BYTES */
+#else
+  (void)p;
+  __trap(); /* built for another target than sm_90a: the host never launches it there */
+#endif
+}
+
 }  // namespace ember
 
 /* __grid_constant__: the tensor maps are read by the TMA where the launch put them. The
@@ -305,3 +498,28 @@ __device__ __forceinline__ void gemm_wgmma_entry(const ember_k_gemm_wgmma_params
   }
 EMBER_GEMM_WGMMA_KERNEL(f16, __half)
 EMBER_GEMM_WGMMA_KERNEL(bf16, __nv_bfloat16)
+
+/* The narrow form by R (rows of x a block) and B (K tiles a stage): cuda_kernels.c's table
+ * lists the same, in order. */
+#define EMBER_GEMM_NARROW_KERNEL(rows, boxes, suffix, type)                                 \
+  extern "C" __global__ void __launch_bounds__(EMBER_K_GEMM_NARROW_THREADS, 1)              \
+      ember_gemm_narrow##rows##_##boxes##_##suffix(                                        \
+          const __grid_constant__ ember_k_gemm_narrow_params p) {                          \
+    ember::allow_next_grid(); /* the waits are gemm_narrow's: w is copied before them */   \
+    ember::gemm_narrow_entry<type, rows, boxes>(p);                                        \
+  }
+#define EMBER_GEMM_NARROW_KERNELS(rows, boxes)              \
+  EMBER_GEMM_NARROW_KERNEL(rows, boxes, f16, __half)        \
+  EMBER_GEMM_NARROW_KERNEL(rows, boxes, bf16, __nv_bfloat16)
+EMBER_GEMM_NARROW_KERNELS(16, 1)
+EMBER_GEMM_NARROW_KERNELS(16, 2)
+EMBER_GEMM_NARROW_KERNELS(16, 3)
+EMBER_GEMM_NARROW_KERNELS(16, 4)
+EMBER_GEMM_NARROW_KERNELS(32, 1)
+EMBER_GEMM_NARROW_KERNELS(32, 2)
+EMBER_GEMM_NARROW_KERNELS(32, 3)
+EMBER_GEMM_NARROW_KERNELS(32, 4)
+EMBER_GEMM_NARROW_KERNELS(64, 1)
+EMBER_GEMM_NARROW_KERNELS(64, 2)
+EMBER_GEMM_NARROW_KERNELS(64, 3)
+EMBER_GEMM_NARROW_KERNELS(64, 4)

@@ -109,9 +109,9 @@ __device__ __forceinline__ void fence_accumulators(float (&d)[N]) {
     EMBER_WGMMA(n, "bf16", regs, a_index, b_index, p_index, __VA_ARGS__);        \
   }
 
-/* The N that wgmma_mma takes: the strips of Ember's kernels. */
+/* The N that wgmma_mma takes: the strips of Ember's kernels, the narrow GEMM's rows of x. */
 template <int N>
-constexpr bool kWgmmaWidth = N == 64 || N == 120 || N == 128 || N == 144 || N == 208 ||
+constexpr bool kWgmmaWidth = N == 16 || N == 32 || N == 64 || N == 120 || N == 128 || N == 144 || N == 208 ||
                              N == 216 || N == 224 || N == 232 || N == 256;
 
 template <typename T, int N>
@@ -119,7 +119,12 @@ __device__ __forceinline__ void wgmma_mma(float (&d)[N / 2], uint64_t a, uint64_
   constexpr bool kHalf = std::is_same<T, __half>::value;
   static_assert(kHalf || std::is_same<T, __nv_bfloat16>::value, "float16 or bfloat16");
   static_assert(kWgmmaWidth<N>, "the strips Ember's kernels use");
-  if constexpr (N == 64) {
+  if constexpr (N == 16) {
+    EMBER_WGMMA_T(16, EMBER_WGMMA_R0, 8, 9, 10, EMBER_WGMMA_ACC8(0))
+  } else if constexpr (N == 32) {
+    EMBER_WGMMA_T(32, EMBER_WGMMA_R0 EMBER_WGMMA_R8, 16, 17, 18, EMBER_WGMMA_ACC8(0),
+                  EMBER_WGMMA_ACC8(8))
+  } else if constexpr (N == 64) {
     EMBER_WGMMA_T(64, EMBER_WGMMA_U32, 32, 33, 34, EMBER_WGMMA_ACC32(0))
   } else if constexpr (N == 120) {
     EMBER_WGMMA_T(120, EMBER_WGMMA_U32 EMBER_WGMMA_R32 EMBER_WGMMA_R40 EMBER_WGMMA_R48 EMBER_WGMMA_Q56,
