@@ -1302,7 +1302,8 @@ struct gemm_narrow_shape {
 
 /* Fewer blocks than this leave most of an H100's or H200's SMs idle; R is the largest that
  * makes at least this many (the encoder's 128-row LINEARs: 64 rows for QKV's 2304 outputs
- * and the FFN's 3072, 72 and 96 blocks; 16 rows for its 768, 96 blocks), else 16. */
+ * and the FFN's 3072, 72 and 96 blocks; 16 rows for its 768, 96 blocks; the decoder's LM
+ * head of 8192 outputs: 128 rows, 128 blocks, one wave where 64 rows made two), else 16. */
 #define EMBER_CUDA_GEMM_NARROW_MIN_BLOCKS 64u
 
 /* Whether this executor runs LINEARs of few rows on the narrow GEMM kernel: the
@@ -1321,7 +1322,8 @@ static bool uses_gemm_narrow(const ember_cuda_executor* executor) {
  * SMs (one wave: past that, cuBLASLt's persistent kernels or gemm_wgmma's wide tiles). B
  * is the first of 3, 4, 2, 1 (R = 64) or 4, 3, 2, 1 (smaller R) that divides the K tiles,
  * so that every stage runs the same MMAs: the order the thirty-sixth session's probe found
- * fastest for the encoder's four LINEARs. */
+ * fastest for the encoder's four LINEARs; at R = 128, 2 or 1, which keep 4 or 8 stages in
+ * the ring (3 or 4 would keep 2). */
 static bool linear_takes_gemm_narrow(const ember_cuda_executor* executor, const ember_op_desc* op,
                                      gemm_narrow_shape* out) {
   const ember_plan* plan = executor->plan;
@@ -1358,8 +1360,11 @@ static bool linear_takes_gemm_narrow(const ember_cuda_executor* executor, const 
     return false;
   }
   const uint64_t k_tiles = ceil_div_u64((uint64_t)k, EMBER_K_GEMM_NARROW_BK);
-  static const uint32_t kBoxesWide[4] = {3, 4, 2, 1}, kBoxesNarrow[4] = {4, 3, 2, 1};
-  const uint32_t* order = shape.block_rows == 64 ? kBoxesWide : kBoxesNarrow;
+  static const uint32_t kBoxes128[4] = {2, 1, 1, 1}, kBoxes64[4] = {3, 4, 2, 1},
+                        kBoxesFewer[4] = {4, 3, 2, 1};
+  const uint32_t* order = shape.block_rows == 128 ? kBoxes128
+                          : shape.block_rows == 64 ? kBoxes64
+                                                   : kBoxesFewer;
   shape.boxes = 1;
   for (int b = 0; b < 4; ++b) {
     if (k_tiles % order[b] == 0) {

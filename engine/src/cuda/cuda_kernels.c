@@ -121,7 +121,7 @@ static const struct {
     PER_HALF(EMBER_CUDA_KERNEL_CONV_HALO_UNITS + 2, conv_halo, "ember_conv_halo_units232_c16"),
     PER_HALF(EMBER_CUDA_KERNEL_CONV_HALO_UNITS + 4, conv_halo, "ember_conv_halo_units256"),
     PER_HALF(EMBER_CUDA_KERNEL_CONV_HALO_UNITS + 6, conv_halo, "ember_conv_halo_units256_c16"),
-    /* R = 16, 32, 64; B = 1..EMBER_K_GEMM_NARROW_MAX_BOXES */
+    /* R = 16, 32, 64, 128; B = 1..EMBER_K_GEMM_NARROW_MAX_BOXES */
     PER_HALF(EMBER_CUDA_KERNEL_GEMM_NARROW + 0, gemm_wgmma, "ember_gemm_narrow16_1"),
     PER_HALF(EMBER_CUDA_KERNEL_GEMM_NARROW + 2, gemm_wgmma, "ember_gemm_narrow16_2"),
     PER_HALF(EMBER_CUDA_KERNEL_GEMM_NARROW + 4, gemm_wgmma, "ember_gemm_narrow16_3"),
@@ -134,6 +134,10 @@ static const struct {
     PER_HALF(EMBER_CUDA_KERNEL_GEMM_NARROW + 18, gemm_wgmma, "ember_gemm_narrow64_2"),
     PER_HALF(EMBER_CUDA_KERNEL_GEMM_NARROW + 20, gemm_wgmma, "ember_gemm_narrow64_3"),
     PER_HALF(EMBER_CUDA_KERNEL_GEMM_NARROW + 22, gemm_wgmma, "ember_gemm_narrow64_4"),
+    PER_HALF(EMBER_CUDA_KERNEL_GEMM_NARROW + 24, gemm_wgmma, "ember_gemm_narrow128_1"),
+    PER_HALF(EMBER_CUDA_KERNEL_GEMM_NARROW + 26, gemm_wgmma, "ember_gemm_narrow128_2"),
+    PER_HALF(EMBER_CUDA_KERNEL_GEMM_NARROW + 28, gemm_wgmma, "ember_gemm_narrow128_3"),
+    PER_HALF(EMBER_CUDA_KERNEL_GEMM_NARROW + 30, gemm_wgmma, "ember_gemm_narrow128_4"),
 };
 #undef PER_DTYPE
 #undef PER_HALF

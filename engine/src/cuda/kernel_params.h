@@ -640,7 +640,7 @@ typedef struct ember_k_gemm_wgmma_params {
  * encoder's 128 tokens at batch 1), with the activation after it (any; IDENTITY for
  * none), y[r, n] = act(round(sum over k of x[r, k] * w[n, k] + bias[n])) as
  * ember_gemm_wgmma's, in the transposed form: wgmma's M is BM = 64 rows of w (64 outputs),
- * its N is R = 16, 32 or 64 rows of x (block_rows), so a LINEAR of 128 rows makes 36-96
+ * its N is R = 16, 32, 64 or 128 rows of x (block_rows), so a LINEAR of 128 rows makes 36-96
  * blocks where gemm_wgmma's 128 x 256 tiles made 3-12 and left the GPU idle. A block of
  * THREADS threads: one consumer warpgroup (warps 0-3) and a producer warp whose first
  * thread has the TMA copy K tiles of BK into a ring of `stages` stages (at most
@@ -656,7 +656,7 @@ typedef struct ember_k_gemm_wgmma_params {
 #define EMBER_K_GEMM_NARROW_MAX_STAGES 32
 #define EMBER_K_GEMM_NARROW_MAX_BOXES 4
 /* R = 16 << index, index < ROWS_COUNT. */
-#define EMBER_K_GEMM_NARROW_ROWS_COUNT 3
+#define EMBER_K_GEMM_NARROW_ROWS_COUNT 4
 /* The ring, a full and an empty barrier per stage, and 1 KB to align the ring to the
  * swizzle's 1024 bytes. */
 #define EMBER_K_GEMM_NARROW_SMEM_BYTES \

@@ -383,7 +383,7 @@ ONLY_DTYPES = {"sdpa_flash_encoder": ("f16",),
                "gemm_narrow_long_k": ("f16", "bf16"), "gemm_narrow_rank3": ("f16", "bf16"),
                "gemm_narrow_gelu_tanh": ("f16", "bf16"), "gemm_narrow_silu": ("f16", "bf16"),
                "gemm_narrow_sigmoid": ("f16", "bf16"), "gemm_narrow_k60": ("f16", "bf16"),
-               "gemm_narrow_waves": ("f16", "bf16"),
+               "gemm_narrow_waves": ("f16", "bf16"), "gemm_narrow_r128": ("f16", "bf16"),
                "conv2d_halo_units": ("f16", "bf16"), "conv2d_halo_images_nchw": ("f16", "bf16"),
                "conv2d_halo_images_last": ("f16", "bf16"),
                "conv2d_halo_pool_stem": ("f16", "bf16"),
@@ -1646,9 +1646,9 @@ def linear_plain(rows, k, n, bias, x_shape=None):
 
 
 def gemm_narrow_cases():
-    """LINEARs of few rows for the narrow GEMM kernel (64 outputs by R = 16, 32 or 64 rows
-    a block, B K tiles a stage; cuda_executor.c linear_takes_gemm_narrow): each R, B of 1
-    to 3, tails in rows, K and N, rings that wrap, any activation or none, and controls:
+    """LINEARs of few rows for the narrow GEMM kernel (64 outputs by R = 16, 32, 64 or 128
+    rows a block, B K tiles a stage; cuda_executor.c linear_takes_gemm_narrow): each R, B
+    of 1 to 3, tails in rows, K and N, rings that wrap, any activation or none, and controls:
     K not a multiple of 8 (never), more blocks than an H100's or H200's 132 SMs (auto
     leaves it to cuBLASLt). Rows past the gemv kernel's (over 64, or a product over its
     bound). After the other cases, so their seeds stay as they were."""
@@ -1673,6 +1673,10 @@ def gemm_narrow_cases():
     yield ("gemm_narrow_silu", -2.0, 2.0, linear_act(100, 64, 512, pw.Op.SILU, None, True, True))
     yield ("gemm_narrow_sigmoid", -2.0, 2.0,
            linear_act(100, 64, 512, pw.Op.SIGMOID, None, True, True))
+    # 32 x 2 = 64 blocks of 128 rows (the last of 72), K 584 = 10 tiles (B 2, 5 stages
+    # through a ring of 4).
+    yield ("gemm_narrow_r128", -2.0, 2.0,
+           linear_act(200, 584, 2048, pw.Op.GELU, 0, True, True))
     # Controls: K = 60; 16 x 18 = 288 blocks.
     yield ("gemm_narrow_k60", -2.0, 2.0, linear_plain(100, 60, 512, True))
     yield ("gemm_narrow_waves", -2.0, 2.0,

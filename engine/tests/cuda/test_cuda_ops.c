@@ -489,6 +489,7 @@ static const struct {
     {"gemm_narrow_gelu_tanh_", 1, 1, 56},
     {"gemm_narrow_silu_", 1, 1, 56},
     {"gemm_narrow_sigmoid_", 1, 1, 56},
+    {"gemm_narrow_r128_", 1, 1, 64},
     {"gemm_narrow_k60_", 0, 0, 0}, /* K not a multiple of 8 */
     {"gemm_narrow_waves_", 1, 1, 288}, /* auto's control: more blocks than 132 SMs */
 };
