@@ -1241,6 +1241,31 @@ static void require_io_alignment(ember_cuda_executor* executor, uint32_t tensor,
   if (*alignment < bytes) *alignment = bytes;
 }
 
+/* Whether LINEAR op's weight and bias (if any) are the plan's constants, which no kernel
+ * of a run writes: its TMA kernels (gemm_wgmma, gemm_narrow) copy them before they wait
+ * for the kernel before (PDL). */
+static bool linear_operands_constant(const ember_plan* plan, const ember_op_desc* op) {
+  return ember_plan_op_input_tensor(plan, op, 1)->storage == EMBER_STORAGE_CONSTANT &&
+         (op->num_inputs != 3 ||
+          ember_plan_op_input_tensor(plan, op, 2)->storage == EMBER_STORAGE_CONSTANT);
+}
+
+/* The rest of a LINEAR op's step on a TMA kernel (gemm_wgmma, gemm_narrow): refs to x, w,
+ * the bias if any and `out` at offsets[0..3] of its parameters, each 16-byte aligned where
+ * it is bound; then its maps encoded now too, so that one the driver refuses fails in
+ * create, not in a run. */
+static ember_status* finish_linear_tma_step(ember_cuda_executor* executor, ember_cuda_step* step,
+                                            const ember_op_desc* op, uint32_t out,
+                                            const size_t offsets[4]) {
+  const ember_plan* plan = executor->plan;
+  for (uint32_t k = 0; k < op->num_inputs && k < 3; ++k) {
+    add_ref(executor, step, ember_plan_op_input(plan, op, k), (uint32_t)offsets[k]);
+  }
+  add_ref(executor, step, out, (uint32_t)offsets[3]);
+  for (uint32_t r = 0; r < step->num_refs; ++r) require_io_alignment(executor, step->refs[r].tensor, 16);
+  return patch_kernel_params(executor, step);
+}
+
 /* LINEAR op i and activation op `fused` as one gemm_wgmma step (linear_takes_gemm_wgmma),
  * writing the activation's output. */
 static ember_status* add_gemm_wgmma_step(ember_cuda_executor* executor, uint32_t i,
@@ -1258,9 +1283,7 @@ static ember_status* add_gemm_wgmma_step(ember_cuda_executor* executor, uint32_t
   p.n_tiles = (int32_t)ceil_div_u64((uint64_t)p.n, EMBER_K_GEMM_WGMMA_BN);
   p.act = (int32_t)unary_op_of(plan, &plan->ops[fused]);
   p.has_bias = op->num_inputs == 3;
-  p.constant_operands =
-      ember_plan_op_input_tensor(plan, op, 1)->storage == EMBER_STORAGE_CONSTANT &&
-      (!p.has_bias || ember_plan_op_input_tensor(plan, op, 2)->storage == EMBER_STORAGE_CONSTANT);
+  p.constant_operands = linear_operands_constant(plan, op);
   /* Whole clusters: a block past the last row tile still copies its share of w's tiles
    * for the others, and writes nothing. */
   const uint64_t m_tiles =
@@ -1272,18 +1295,12 @@ static ember_status* add_gemm_wgmma_step(ember_cuda_executor* executor, uint32_t
   step->block = EMBER_K_GEMM_WGMMA_THREADS;
   step->shared_bytes = EMBER_K_GEMM_WGMMA_SMEM_BYTES;
   step->tensor_maps = TENSOR_MAPS_GEMM_WGMMA;
-  const uint32_t out = ember_plan_op_output(plan, &plan->ops[fused], 0);
-  add_ref(executor, step, ember_plan_op_input(plan, op, 0), offsetof(ember_k_gemm_wgmma_params, x));
-  add_ref(executor, step, ember_plan_op_input(plan, op, 1), offsetof(ember_k_gemm_wgmma_params, w));
-  if (p.has_bias) {
-    add_ref(executor, step, ember_plan_op_input(plan, op, 2),
-            offsetof(ember_k_gemm_wgmma_params, bias));
-  }
-  add_ref(executor, step, out, offsetof(ember_k_gemm_wgmma_params, y));
-  for (uint32_t r = 0; r < step->num_refs; ++r) require_io_alignment(executor, step->refs[r].tensor, 16);
   ++executor->gemm_wgmmas;
-  /* Encoded now too, so that a map the driver refuses fails in create, not in a run. */
-  return patch_kernel_params(executor, step);
+  static const size_t kOffsets[4] = {
+      offsetof(ember_k_gemm_wgmma_params, x), offsetof(ember_k_gemm_wgmma_params, w),
+      offsetof(ember_k_gemm_wgmma_params, bias), offsetof(ember_k_gemm_wgmma_params, y)};
+  return finish_linear_tma_step(executor, step, op, ember_plan_op_output(plan, &plan->ops[fused], 0),
+                                kOffsets);
 }
 
 /* ---- LINEAR of few rows (and the activation after it) on the narrow GEMM kernel ------- */
@@ -1414,9 +1431,7 @@ static ember_status* add_gemm_narrow_step(ember_cuda_executor* executor, uint32_
   p.act = fused == EMBER_PLAN_NO_INDEX ? EMBER_K_UNARY_IDENTITY
                                        : (int32_t)unary_op_of(plan, &plan->ops[fused]);
   p.has_bias = op->num_inputs == 3;
-  p.constant_operands =
-      ember_plan_op_input_tensor(plan, op, 1)->storage == EMBER_STORAGE_CONSTANT &&
-      (!p.has_bias || ember_plan_op_input_tensor(plan, op, 2)->storage == EMBER_STORAGE_CONSTANT);
+  p.constant_operands = linear_operands_constant(plan, op);
   const uint32_t kernel = EMBER_CUDA_KERNEL_GEMM_NARROW +
                           2u * (EMBER_K_GEMM_NARROW_MAX_BOXES * shape->r + shape->boxes - 1u) +
                           ember_cuda_half_index(y->dtype);
@@ -1424,19 +1439,13 @@ static ember_status* add_gemm_narrow_step(ember_cuda_executor* executor, uint32_
   step->block = EMBER_K_GEMM_NARROW_THREADS;
   step->shared_bytes = EMBER_K_GEMM_NARROW_SMEM_BYTES;
   step->tensor_maps = TENSOR_MAPS_GEMM_NARROW;
+  ++executor->gemm_narrows;
+  static const size_t kOffsets[4] = {
+      offsetof(ember_k_gemm_narrow_params, x), offsetof(ember_k_gemm_narrow_params, w),
+      offsetof(ember_k_gemm_narrow_params, bias), offsetof(ember_k_gemm_narrow_params, y)};
   const uint32_t out =
       ember_plan_op_output(plan, fused == EMBER_PLAN_NO_INDEX ? op : &plan->ops[fused], 0);
-  add_ref(executor, step, ember_plan_op_input(plan, op, 0), offsetof(ember_k_gemm_narrow_params, x));
-  add_ref(executor, step, ember_plan_op_input(plan, op, 1), offsetof(ember_k_gemm_narrow_params, w));
-  if (p.has_bias) {
-    add_ref(executor, step, ember_plan_op_input(plan, op, 2),
-            offsetof(ember_k_gemm_narrow_params, bias));
-  }
-  add_ref(executor, step, out, offsetof(ember_k_gemm_narrow_params, y));
-  for (uint32_t r = 0; r < step->num_refs; ++r) require_io_alignment(executor, step->refs[r].tensor, 16);
-  ++executor->gemm_narrows;
-  /* Encoded now too, so that a map the driver refuses fails in create, not in a run. */
-  return patch_kernel_params(executor, step);
+  return finish_linear_tma_step(executor, step, op, out, kOffsets);
 }
 
 static ember_status* build_gemm(ember_cuda_executor* executor, uint32_t i, uint32_t fused,
