@@ -13,6 +13,7 @@
  *             EMBER_INVALID_ARGUMENT naming the variable and what it must be.
  *   env_bad_pdl  the same with EMBER_CUDA_PDL=on (it takes 0, 1 or auto).
  *   env_bad_gemm_wgmma  the same with EMBER_CUDA_GEMM_WGMMA=yes (0, 1 or auto too).
+ *   env_bad_gemm_narrow  the same with EMBER_CUDA_GEMM_NARROW=on (0, 1 or auto too).
  *   profile   run with EMBER_CUDA_PROFILE=1: where CUDA works, a program run 3 times
  *             prints, when destroyed, a per-step report naming 3 runs and the MLP's
  *             LINEAR steps; a program on the CPU executor prints none (the control).
@@ -328,7 +329,7 @@ static void check_lazy_cublaslt(const char* dir, const uint8_t* gemm_plan, size_
 int main(int argc, char** argv) {
   if (argc != 3) {
     fprintf(stderr, "usage: %s DATA_DIR default|env_cpu|env_bad|env_bad_flag|env_bad_pdl|"
-            "profile|lazy_cublaslt\n", argv[0]);
+            "env_bad_gemm_wgmma|env_bad_gemm_narrow|profile|lazy_cublaslt\n", argv[0]);
     return 2;
   }
   char* path = test_join(argv[1], "mlp_f32", ".plan");
@@ -347,6 +348,8 @@ int main(int argc, char** argv) {
     check_env_bad_flag(plan, size, "EMBER_CUDA_PDL is 'on'; it must be 0, 1 or auto");
   } else if (strcmp(argv[2], "env_bad_gemm_wgmma") == 0) {
     check_env_bad_flag(plan, size, "EMBER_CUDA_GEMM_WGMMA is 'yes'; it must be 0, 1 or auto");
+  } else if (strcmp(argv[2], "env_bad_gemm_narrow") == 0) {
+    check_env_bad_flag(plan, size, "EMBER_CUDA_GEMM_NARROW is 'on'; it must be 0, 1 or auto");
   } else if (strcmp(argv[2], "profile") == 0) {
     check_profile(plan, size);
   } else if (strcmp(argv[2], "lazy_cublaslt") == 0) {
