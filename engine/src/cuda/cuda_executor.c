@@ -675,9 +675,9 @@ static bool is_activation(ember_opcode opcode) {
 /* Whether op i (LINEAR or MATMUL) can take op i + 1 into its epilogue: RELU, or GELU in
  * the tanh form (what CUBLASLT_EPILOGUE_GELU computes), or any activation for a LINEAR
  * that runs as the gemv kernel or the narrow GEMM kernel (which apply activate()), or one
- * of those cuBLASLt lacks for a LINEAR the gemm_wgmma kernel takes with it; a CONV2D takes a RELU (in its
- * GEMM's epilogue, or a ReLU in place after it), and so does a binary op (its kernel's
- * `relu`). The activation reads only the op's output, and nothing else reads that. */
+ * of those cuBLASLt lacks for a LINEAR the gemm_wgmma kernel takes with it; a CONV2D
+ * takes a RELU (in its GEMM's epilogue, or a ReLU in place after it), and so does a
+ * binary op (its kernel's `relu`). The activation reads only the op's output, and nothing else reads that. */
 static bool linear_takes_gemm_wgmma(const ember_cuda_executor* executor, const ember_op_desc* op,
                                     const ember_op_desc* next);
 typedef struct gemm_narrow_shape gemm_narrow_shape;
@@ -1299,8 +1299,8 @@ static ember_status* add_gemm_wgmma_step(ember_cuda_executor* executor, uint32_t
   static const size_t kOffsets[4] = {
       offsetof(ember_k_gemm_wgmma_params, x), offsetof(ember_k_gemm_wgmma_params, w),
       offsetof(ember_k_gemm_wgmma_params, bias), offsetof(ember_k_gemm_wgmma_params, y)};
-  return finish_linear_tma_step(executor, step, op, ember_plan_op_output(plan, &plan->ops[fused], 0),
-                                kOffsets);
+  const uint32_t out = ember_plan_op_output(plan, &plan->ops[fused], 0);
+  return finish_linear_tma_step(executor, step, op, out, kOffsets);
 }
 
 /* ---- LINEAR of few rows (and the activation after it) on the narrow GEMM kernel ------- */
@@ -1389,8 +1389,8 @@ static bool linear_takes_gemm_narrow(const ember_cuda_executor* executor, const 
       break;
     }
   }
-  const uint32_t stage_bytes =
-      shape.boxes * (uint32_t)(EMBER_K_GEMM_NARROW_BM + shape.block_rows) * EMBER_K_GEMM_NARROW_BK * 2u;
+  const uint32_t stage_bytes = shape.boxes * (uint32_t)(EMBER_K_GEMM_NARROW_BM + shape.block_rows) *
+                               EMBER_K_GEMM_NARROW_BK * 2u;
   const uint32_t stages = EMBER_K_GEMM_NARROW_RING_BYTES / stage_bytes;
   shape.stages = (int32_t)(stages < EMBER_K_GEMM_NARROW_MAX_STAGES ? stages
                                                                   : EMBER_K_GEMM_NARROW_MAX_STAGES);
@@ -1435,7 +1435,8 @@ static ember_status* add_gemm_narrow_step(ember_cuda_executor* executor, uint32_
   const uint32_t kernel = EMBER_CUDA_KERNEL_GEMM_NARROW +
                           2u * (EMBER_K_GEMM_NARROW_MAX_BOXES * shape->r + shape->boxes - 1u) +
                           ember_cuda_half_index(y->dtype);
-  ember_cuda_step* step = add_kernel_step(executor, i, kernel, (unsigned int)shape->blocks, &p, sizeof p);
+  ember_cuda_step* step =
+      add_kernel_step(executor, i, kernel, (unsigned int)shape->blocks, &p, sizeof p);
   step->block = EMBER_K_GEMM_NARROW_THREADS;
   step->shared_bytes = EMBER_K_GEMM_NARROW_SMEM_BYTES;
   step->tensor_maps = TENSOR_MAPS_GEMM_NARROW;

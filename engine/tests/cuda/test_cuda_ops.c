@@ -1397,8 +1397,8 @@ int main(int argc, char** argv) {
   if (status == NULL) status = ember_cublaslt_library_get(&lt);
   if (status != NULL) {
     /* The variants (EMBER_CUDA_GRAPHS=0, EMBER_CUDA_WGMMA=0, EMBER_CUDA_GEMM_WGMMA=1,
-     * EMBER_CUDA_GEMM_NARROW=1 or 0, EMBER_CUDA_PDL=1 or 0) would run the same CPU half again: only the CUDA half
-     * differs, and there is none here. */
+     * EMBER_CUDA_GEMM_NARROW=1 or 0, EMBER_CUDA_PDL=1 or 0) would run the same CPU half
+     * again: only the CUDA half differs, and there is none here. */
     if (env_is("EMBER_CUDA_GRAPHS", "0") || env_is("EMBER_CUDA_WGMMA", "0") ||
         env_is("EMBER_CUDA_GEMM_WGMMA", "1") || env_is("EMBER_CUDA_GEMM_NARROW", "1") ||
         env_is("EMBER_CUDA_GEMM_NARROW", "0") || env_is("EMBER_CUDA_PDL", "1") ||

@@ -317,7 +317,8 @@ __device__ __forceinline__ void store_narrow_tile(const ember_k_gemm_narrow_para
   for (int v = threadIdx.x; v < R * kRowVectors; v += 128) {
     const int r = v / kRowVectors, c = (v % kRowVectors) * 8;
     if (m0 + r >= p.rows || n0 + c >= p.n) continue;
-    store_gemm_vector<T, kAct>(tile + r * kNarrowOutStride + c, y + (int64_t)(m0 + r) * p.n + n0 + c);
+    store_gemm_vector<T, kAct>(tile + r * kNarrowOutStride + c,
+                               y + (int64_t)(m0 + r) * p.n + n0 + c);
   }
 }
 

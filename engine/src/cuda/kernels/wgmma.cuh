@@ -111,8 +111,8 @@ __device__ __forceinline__ void fence_accumulators(float (&d)[N]) {
 
 /* The N that wgmma_mma takes: the strips of Ember's kernels, the narrow GEMM's rows of x. */
 template <int N>
-constexpr bool kWgmmaWidth = N == 16 || N == 32 || N == 64 || N == 120 || N == 128 || N == 144 || N == 208 ||
-                             N == 216 || N == 224 || N == 232 || N == 256;
+constexpr bool kWgmmaWidth = N == 16 || N == 32 || N == 64 || N == 120 || N == 128 || N == 144 ||
+                             N == 208 || N == 216 || N == 224 || N == 232 || N == 256;
 
 template <typename T, int N>
 __device__ __forceinline__ void wgmma_mma(float (&d)[N / 2], uint64_t a, uint64_t b) {
