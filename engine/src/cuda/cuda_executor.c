@@ -677,7 +677,8 @@ static bool is_activation(ember_opcode opcode) {
  * that runs as the gemv kernel or the narrow GEMM kernel (which apply activate()), or one
  * of those cuBLASLt lacks for a LINEAR the gemm_wgmma kernel takes with it; a CONV2D
  * takes a RELU (in its GEMM's epilogue, or a ReLU in place after it), and so does a
- * binary op (its kernel's `relu`). The activation reads only the op's output, and nothing else reads that. */
+ * binary op (its kernel's `relu`). The activation reads only the op's output, and nothing
+ * else reads that. */
 static bool linear_takes_gemm_wgmma(const ember_cuda_executor* executor, const ember_op_desc* op,
                                     const ember_op_desc* next);
 typedef struct gemm_narrow_shape gemm_narrow_shape;
