@@ -1116,40 +1116,21 @@ static bool uses_gemm_wgmma(const ember_cuda_executor* executor) {
          settings->cuda_gemm_wgmma != EMBER_MODE_OFF;
 }
 
-/* Whether LINEAR op runs with activation `next` (which reads its output) on the
- * gemm_wgmma kernel (kernel_params.h): an activation cuBLASLt's epilogue lacks (GELU's erf
- * form, SIGMOID, TANH, SILU), weight [N, K], float16 or bfloat16 throughout, K and N
- * multiples of 8 (the tensor maps' row pitch, the 16-byte vectors the epilogue stores), sizes
- * within int32, more rows than the gemv kernel takes and enough 128 x 256 tiles, on an
- * executor that uses the kernel (uses_gemm_wgmma); under EMBER_CUDA_GEMM_WGMMA=auto, also
- * no more tiles than SMs. In one wave the activation costs less in its epilogue than as a
- * kernel of its own: on an H100 the MLP at batch 4096 (four 4096 x 1024 x 1024 LINEAR +
- * erf GELU pairs, 128 tiles each) ran in 77.4-77.7 us on it against 84.0 on cuBLASLt and
- * the GELU kernel, and created in 16 ms instead of 146 (same device call). With more waves
- * each one pays the activation after its MMAs, and it gained nothing: the encoder at batch
- * 32 (four 4096 x 3072 x 768 GELU LINEARs, 384 tiles) ran in 555-568 us with
- * EMBER_CUDA_GEMM_WGMMA=1 against 565-570 without (same call), so those stay on the
- * library's GEMM. */
-static bool linear_takes_gemm_wgmma(const ember_cuda_executor* executor, const ember_op_desc* op,
-                                    const ember_op_desc* next) {
-  const ember_plan* plan = executor->plan;
-  if (!uses_gemm_wgmma(executor) || op->opcode != EMBER_OP_LINEAR ||
+/* Whether LINEAR op fits Ember's TMA GEMM kernels (gemm_wgmma, gemm_narrow), with its
+ * sizes: weight [N, K], more rows than the gemv kernel takes, float16 or bfloat16
+ * throughout, K and N multiples of 8 (the tensor maps' row pitch, the 16-byte vectors the
+ * epilogues store), K, N and the rows within int32. */
+static bool linear_fits_tma_gemm(const ember_plan* plan, const ember_op_desc* op,
+                                 int64_t* out_k, int64_t* out_n, uint64_t* out_rows) {
+  if (op->opcode != EMBER_OP_LINEAR ||
       ember_plan_op_attr(plan, op, EMBER_ATTR_LINEAR_WEIGHT_LAYOUT) != 0 ||
       linear_takes_gemv(plan, op)) {
     return false;
   }
-  const bool activation =
-      (next->opcode == EMBER_OP_GELU &&
-       ember_plan_op_attr(plan, next, EMBER_ATTR_GELU_APPROXIMATE) == 0) ||
-      next->opcode == EMBER_OP_SIGMOID || next->opcode == EMBER_OP_TANH ||
-      next->opcode == EMBER_OP_SILU;
-  if (!activation) return false;
   const ember_tensor_desc* x = ember_plan_op_input_tensor(plan, op, 0);
   const ember_tensor_desc* w = ember_plan_op_input_tensor(plan, op, 1);
   const ember_tensor_desc* y = ember_plan_op_output_tensor(plan, op, 0);
-  const ember_tensor_desc* z = ember_plan_op_output_tensor(plan, next, 0);
   if (!is_16bit_float(y->dtype) || x->dtype != y->dtype || w->dtype != y->dtype ||
-      z->dtype != y->dtype ||
       (op->num_inputs == 3 && ember_plan_op_input_tensor(plan, op, 2)->dtype != y->dtype)) {
     return false;
   }
@@ -1157,6 +1138,41 @@ static bool linear_takes_gemm_wgmma(const ember_cuda_executor* executor, const e
   if (k <= 0 || n <= 0 || k % 8 != 0 || n % 8 != 0 || k > INT32_MAX || n > INT32_MAX) return false;
   const uint64_t rows = x->numel / (uint64_t)k;
   if (rows > INT32_MAX) return false;
+  *out_k = k;
+  *out_n = n;
+  *out_rows = rows;
+  return true;
+}
+
+/* Whether LINEAR op runs with activation `next` (which reads its output) on the
+ * gemm_wgmma kernel (kernel_params.h): an activation cuBLASLt's epilogue lacks (GELU's erf
+ * form, SIGMOID, TANH, SILU) with the LINEAR's dtype, a LINEAR that fits the TMA kernels
+ * (linear_fits_tma_gemm) with enough 128 x 256 tiles, on an executor that uses the kernel
+ * (uses_gemm_wgmma); under EMBER_CUDA_GEMM_WGMMA=auto, also no more tiles than SMs. In
+ * one wave the activation costs less in its epilogue than as a kernel of its own: on an
+ * H100 the MLP at batch 4096 (four 4096 x 1024 x 1024 LINEAR + erf GELU pairs, 128 tiles
+ * each) ran in 77.4-77.7 us on it against 84.0 on cuBLASLt and the GELU kernel, and
+ * created in 16 ms instead of 146 (same device call). With more waves
+ * each one pays the activation after its MMAs, and it gained nothing: the encoder at batch
+ * 32 (four 4096 x 3072 x 768 GELU LINEARs, 384 tiles) ran in 555-568 us with
+ * EMBER_CUDA_GEMM_WGMMA=1 against 565-570 without (same call), so those stay on the
+ * library's GEMM. */
+static bool linear_takes_gemm_wgmma(const ember_cuda_executor* executor, const ember_op_desc* op,
+                                    const ember_op_desc* next) {
+  const ember_plan* plan = executor->plan;
+  const bool activation =
+      (next->opcode == EMBER_OP_GELU &&
+       ember_plan_op_attr(plan, next, EMBER_ATTR_GELU_APPROXIMATE) == 0) ||
+      next->opcode == EMBER_OP_SIGMOID || next->opcode == EMBER_OP_TANH ||
+      next->opcode == EMBER_OP_SILU;
+  int64_t k, n;
+  uint64_t rows;
+  if (!uses_gemm_wgmma(executor) || !activation ||
+      !linear_fits_tma_gemm(plan, op, &k, &n, &rows) ||
+      ember_plan_op_output_tensor(plan, next, 0)->dtype !=
+          ember_plan_op_output_tensor(plan, op, 0)->dtype) {
+    return false;
+  }
   const uint64_t tiles = ceil_div_u64(rows, EMBER_K_GEMM_WGMMA_BM) *
                          ceil_div_u64((uint64_t)n, EMBER_K_GEMM_WGMMA_BN);
   return tiles >= EMBER_CUDA_GEMM_WGMMA_MIN_TILES && tiles <= INT32_MAX &&
@@ -1333,34 +1349,21 @@ static bool uses_gemm_narrow(const ember_cuda_executor* executor) {
 }
 
 /* Whether LINEAR op runs on the narrow GEMM kernel (with the activation after it, if
- * can_fuse_activation takes it; out may be NULL): weight [N, K], float16 or bfloat16
- * throughout, K and N multiples of 8 (the tensor maps' row pitch, the epilogue's 16-byte
- * vectors), sizes within int32, more rows than the gemv kernel takes, on an executor that
- * uses the kernel; under EMBER_CUDA_GEMM_NARROW=auto, also its blocks no more than the
- * SMs (one wave: past that, cuBLASLt's persistent kernels or gemm_wgmma's wide tiles). B
+ * can_fuse_activation takes it; out may be NULL): a LINEAR that fits the TMA kernels
+ * (linear_fits_tma_gemm), on an executor that uses the kernel; under
+ * EMBER_CUDA_GEMM_NARROW=auto, also its blocks no more than the SMs (one wave: past
+ * that, cuBLASLt's persistent kernels or gemm_wgmma's wide tiles). B
  * is the first of 3, 4, 2, 1 (R = 64) or 4, 3, 2, 1 (smaller R) that divides the K tiles,
  * so that every stage runs the same MMAs: the order the thirty-sixth session's probe found
  * fastest for the encoder's four LINEARs; at R = 128, 2 or 1, which keep 4 or 8 stages in
  * the ring (3 or 4 would keep 2). */
 static bool linear_takes_gemm_narrow(const ember_cuda_executor* executor, const ember_op_desc* op,
                                      gemm_narrow_shape* out) {
-  const ember_plan* plan = executor->plan;
-  if (!uses_gemm_narrow(executor) || op->opcode != EMBER_OP_LINEAR ||
-      ember_plan_op_attr(plan, op, EMBER_ATTR_LINEAR_WEIGHT_LAYOUT) != 0 ||
-      linear_takes_gemv(plan, op)) {
+  int64_t k, n;
+  uint64_t rows;
+  if (!uses_gemm_narrow(executor) || !linear_fits_tma_gemm(executor->plan, op, &k, &n, &rows)) {
     return false;
   }
-  const ember_tensor_desc* x = ember_plan_op_input_tensor(plan, op, 0);
-  const ember_tensor_desc* w = ember_plan_op_input_tensor(plan, op, 1);
-  const ember_tensor_desc* y = ember_plan_op_output_tensor(plan, op, 0);
-  if (!is_16bit_float(y->dtype) || x->dtype != y->dtype || w->dtype != y->dtype ||
-      (op->num_inputs == 3 && ember_plan_op_input_tensor(plan, op, 2)->dtype != y->dtype)) {
-    return false;
-  }
-  const int64_t k = x->dims[x->rank - 1], n = y->dims[y->rank - 1];
-  if (k <= 0 || n <= 0 || k % 8 != 0 || n % 8 != 0 || k > INT32_MAX || n > INT32_MAX) return false;
-  const uint64_t rows = x->numel / (uint64_t)k;
-  if (rows > INT32_MAX) return false;
   gemm_narrow_shape shape;
   const uint64_t n_tiles = ceil_div_u64((uint64_t)n, EMBER_K_GEMM_NARROW_BM);
   shape.r = 0;
