@@ -89,12 +89,12 @@ foreach(name IN LISTS _ember_kernel_names)
   else()
     set(archs ${EMBER_CUDA_ARCHS})
   endif()
-  set(nvcc_command "${EMBER_NVCC}" -fatbin ${_ember_nvcc_flags} ${archs} -o "${fatbin}" "${cu}")
+  set(nvcc_args -fatbin ${_ember_nvcc_flags} ${archs} -o "${fatbin}" "${cu}")
+  set(nvcc_command "${EMBER_NVCC}" ${nvcc_args})
   if(EMBER_CUDA_WERROR AND name IN_LIST _ember_sm90a_kernel_names)
     # ptxas's wgmma advisories fail the build too (nvcc_checked.cmake says why).
-    list(REMOVE_AT nvcc_command 0)
-    list(JOIN nvcc_command "|" nvcc_args)
-    set(nvcc_command "${CMAKE_COMMAND}" "-DNVCC=${EMBER_NVCC}" "-DNVCC_ARGS=${nvcc_args}"
+    list(JOIN nvcc_args "|" joined_args)
+    set(nvcc_command "${CMAKE_COMMAND}" "-DNVCC=${EMBER_NVCC}" "-DNVCC_ARGS=${joined_args}"
                      -P "${_ember_cuda_dir}/nvcc_checked.cmake")
   endif()
   add_custom_command(

@@ -356,7 +356,7 @@ __device__ __forceinline__ void gemm_narrow_consume(const ember_k_gemm_narrow_pa
     const uint32_t x_box = w_box + (uint32_t)(kBoxes * kNarrowWBoxBytes);
     wgmma_fence();
     /* Every stage runs the same MMAs: a wgmma under a branch makes ptxas serialize all of
-     * the kernel's (its warning C7520), so the host picks B dividing the K tiles. */
+     * the kernel's (its advisory C7520), so the host picks B dividing the K tiles. */
 #pragma unroll
     for (int b = 0; b < kBoxes; ++b) {
 #pragma unroll
