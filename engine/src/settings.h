@@ -24,7 +24,7 @@
  *                                  load and heuristics at create.
  *   EMBER_CUDA_GEMM_NARROW=0|1|auto a LINEAR of few rows (float16 or bfloat16, with any
  *                                  activation after it or none) runs as one narrow GEMM
- *                                  kernel on Hopper (64 outputs by 16-64 rows a block:
+ *                                  kernel on Hopper (64 outputs by 16-128 rows a block:
  *                                  gemm_wgmma.cu) instead of a cuBLASLt GEMM. auto (the
  *                                  default): where its blocks fit in one wave of the
  *                                  GPU's SMs (the encoder's 128-row LINEARs ran as fast

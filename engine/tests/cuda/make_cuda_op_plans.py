@@ -1667,7 +1667,7 @@ def gemm_narrow_cases():
            linear_act(70, 1416, 64, pw.Op.TANH, None, True, True))
     # x of rank 3 (128 rows), the encoder's QKV width: 36 x 2 blocks of 64 rows.
     yield ("gemm_narrow_rank3", -2.0, 2.0, linear_plain(None, 96, 2304, True, x_shape=[2, 64, 96]))
-    # GELU's tanh form, SiLU and SIGMOID, no bias.
+    # GELU's tanh form (no bias), SiLU and SIGMOID.
     yield ("gemm_narrow_gelu_tanh", -2.0, 2.0,
            linear_act(100, 64, 512, pw.Op.GELU, 1, False, True))
     yield ("gemm_narrow_silu", -2.0, 2.0, linear_act(100, 64, 512, pw.Op.SILU, None, True, True))
