@@ -11,17 +11,20 @@
  *                                  mma.sync form even on a GPU with wgmma (default 1),
  *                                  and EMBER_CUDA_GEMM_WGMMA is off. For testing that
  *                                  form on Hopper, and measurement.
- *   EMBER_CUDA_GEMM_WGMMA=0|1|auto a LINEAR with an activation cuBLASLt cannot fuse
- *                                  (GELU's erf form, SIGMOID, TANH, SILU) runs as one
+ *   EMBER_CUDA_GEMM_WGMMA=0|1|auto a LINEAR of many rows (float16 or bfloat16, with
+ *                                  the activation after it or none) runs as one
  *                                  gemm_wgmma kernel on Hopper instead of a cuBLASLt
- *                                  GEMM and a kernel for the activation. auto (the
- *                                  default): where its 128 x 256 tiles fit in one wave
- *                                  of the GPU's SMs (the MLP's 4096 x 1024 x 1024; with
- *                                  more waves it measured no faster than cuBLASLt's GEMM
- *                                  and the activation kernel: cuda_executor.c). 1:
- *                                  wherever the kernel can, 0: never; for measurement.
- *                                  A program whose GEMMs all take it skips cuBLASLt's
- *                                  load and heuristics at create.
+ *                                  GEMM (and a kernel for an activation cuBLASLt cannot
+ *                                  fuse). auto (the default): where its 128 x 256 tiles
+ *                                  fit in one wave of the GPU's SMs (the MLP's 4096 x
+ *                                  1024 x 1024; with more, cuBLASLt's kernels did
+ *                                  better), with an activation cuBLASLt lacks (GELU's erf
+ *                                  form, SIGMOID, TANH, SILU), or with any or none in a
+ *                                  program that then loads no cuBLASLt (mlp_tanh at batch
+ *                                  4096: create skips cuBLASLt's load and heuristics). 1:
+ *                                  wherever it can, 0: never (nor the narrow kernel);
+ *                                  for measurement. A program whose GEMMs all take it
+ *                                  (or the narrow kernel) skips cuBLASLt at create.
  *   EMBER_CUDA_GEMM_NARROW=0|1|auto a LINEAR of few rows (float16 or bfloat16, with any
  *                                  activation after it or none) runs as one narrow GEMM
  *                                  kernel on Hopper (64 outputs by 16-128 rows a block:

@@ -44,9 +44,8 @@ enum { GEMM_A = 0, GEMM_B = 1, GEMM_BIAS = 2, GEMM_D = 3, GEMM_C = 4 };
 /* Which tensor maps a kernel step's parameters hold (patch_kernel_params encodes them). */
 typedef enum step_tensor_maps {
   TENSOR_MAPS_NONE = 0,
-  TENSOR_MAPS_GEMM_WGMMA = 1, /* ember_k_gemm_wgmma_params */
-  TENSOR_MAPS_CONV_HALO = 2,  /* ember_k_conv_halo_params */
-  TENSOR_MAPS_GEMM_NARROW = 3, /* ember_k_gemm_narrow_params */
+  TENSOR_MAPS_LINEAR = 1,    /* ember_k_gemm_wgmma_params, ember_k_gemm_narrow_params */
+  TENSOR_MAPS_CONV_HALO = 2, /* ember_k_conv_halo_params */
 } step_tensor_maps;
 
 typedef struct ember_cuda_step {
@@ -163,11 +162,15 @@ typedef struct ember_cuda_executor {
    * it has no step (can_fuse_add_into_norm), and how many are. */
   bool* add_into_norm;
   uint32_t norm_adds;
-  /* LINEARs run with the activation after them on the gemm_wgmma kernel (those whose
-   * activation cuBLASLt cannot fuse, on compute capability 9.0). */
+  /* LINEARs run (with the activation after them, if any) on the gemm_wgmma kernel
+   * (linear_takes_gemm_wgmma). */
   uint32_t gemm_wgmmas;
   /* LINEARs of few rows run on the narrow GEMM kernel (linear_takes_gemm_narrow). */
   uint32_t gemm_narrows;
+  /* Set in open_cublaslt when Ember's kernels can take every GEMM of the program once
+   * gemm_wgmma takes any activation: then, under EMBER_CUDA_GEMM_WGMMA=auto, it does, and
+   * cuBLASLt is not loaded (linear_takes_gemm_wgmma). */
+  bool tma_gemms_only;
   /* The product [O, N·OH·OW] of a CONV2D that runs as one GEMM over all its images, before
    * it is moved into NCHW (the largest any such conv needs; 0 if none does). */
   CUdeviceptr conv_out;
@@ -328,12 +331,10 @@ static ember_cuda_step* add_kernel_step(ember_cuda_executor* executor, uint32_t 
   return step;
 }
 
-static ember_status* encode_gemm_wgmma_maps(const ember_cuda_driver* driver,
-                                            ember_k_gemm_wgmma_params* p);
+static ember_status* encode_linear_tma_maps(const ember_cuda_driver* driver,
+                                            ember_k_linear_tma_params* p);
 static ember_status* encode_conv_halo_maps(const ember_cuda_driver* driver,
                                            ember_k_conv_halo_params* p);
-static ember_status* encode_gemm_narrow_maps(const ember_cuda_driver* driver,
-                                             ember_k_gemm_narrow_params* p);
 
 /* Writes the current addresses of a kernel step's tensors into its parameter struct (and
  * the tensor maps made from them). */
@@ -344,20 +345,15 @@ static ember_status* patch_kernel_params(const ember_cuda_executor* executor,
         tensor_address(executor, step->refs[r].tensor) + step->refs[r].offset;
     memcpy(step->params + step->refs[r].slot, &address, sizeof address);
   }
-  if (step->tensor_maps == TENSOR_MAPS_GEMM_WGMMA) {
-    ember_k_gemm_wgmma_params p;
+  if (step->tensor_maps == TENSOR_MAPS_LINEAR) {
+    ember_k_linear_tma_params p; /* the first member of either kernel's parameters */
     memcpy(&p, step->params, sizeof p);
-    EMBER_RETURN_IF_ERROR(encode_gemm_wgmma_maps(executor->driver, &p));
+    EMBER_RETURN_IF_ERROR(encode_linear_tma_maps(executor->driver, &p));
     memcpy(step->params, &p, sizeof p);
   } else if (step->tensor_maps == TENSOR_MAPS_CONV_HALO) {
     ember_k_conv_halo_params p;
     memcpy(&p, step->params, sizeof p);
     EMBER_RETURN_IF_ERROR(encode_conv_halo_maps(executor->driver, &p));
-    memcpy(step->params, &p, sizeof p);
-  } else if (step->tensor_maps == TENSOR_MAPS_GEMM_NARROW) {
-    ember_k_gemm_narrow_params p;
-    memcpy(&p, step->params, sizeof p);
-    EMBER_RETURN_IF_ERROR(encode_gemm_narrow_maps(executor->driver, &p));
     memcpy(step->params, &p, sizeof p);
   }
   return NULL;
@@ -674,11 +670,10 @@ static bool is_activation(ember_opcode opcode) {
 
 /* Whether op i (LINEAR or MATMUL) can take op i + 1 into its epilogue: RELU, or GELU in
  * the tanh form (what CUBLASLT_EPILOGUE_GELU computes), or any activation for a LINEAR
- * that runs as the gemv kernel or the narrow GEMM kernel (which apply activate()), or one
- * of those cuBLASLt lacks for a LINEAR the gemm_wgmma kernel takes with it; a CONV2D
- * takes a RELU (in its GEMM's epilogue, or a ReLU in place after it), and so does a
- * binary op (its kernel's `relu`). The activation reads only the op's output, and nothing
- * else reads that. */
+ * that runs as the gemv kernel, the narrow GEMM kernel or with it on the gemm_wgmma
+ * kernel (which apply activate()); a CONV2D takes a RELU (in its GEMM's epilogue, or a
+ * ReLU in place after it), and so does a binary op (its kernel's `relu`). The activation
+ * reads only the op's output, and nothing else reads that. */
 static bool linear_takes_gemm_wgmma(const ember_cuda_executor* executor, const ember_op_desc* op,
                                     const ember_op_desc* next);
 typedef struct gemm_narrow_shape gemm_narrow_shape;
@@ -1144,40 +1139,53 @@ static bool linear_fits_tma_gemm(const ember_plan* plan, const ember_op_desc* op
   return true;
 }
 
-/* Whether LINEAR op runs with activation `next` (which reads its output) on the
- * gemm_wgmma kernel (kernel_params.h): an activation cuBLASLt's epilogue lacks (GELU's erf
- * form, SIGMOID, TANH, SILU) with the LINEAR's dtype, a LINEAR that fits the TMA kernels
+/* Whether LINEAR op runs on the gemm_wgmma kernel (kernel_params.h) with activation `next`
+ * (which reads its output; NULL: none): a LINEAR that fits the TMA kernels
  * (linear_fits_tma_gemm) with enough 128 x 256 tiles, on an executor that uses the kernel
- * (uses_gemm_wgmma); under EMBER_CUDA_GEMM_WGMMA=auto, also no more tiles than SMs. In
- * one wave the activation costs less in its epilogue than as a kernel of its own: on an
- * H100 the MLP at batch 4096 (four 4096 x 1024 x 1024 LINEAR + erf GELU pairs, 128 tiles
- * each) ran in 77.4-77.7 us on it against 84.0 on cuBLASLt and the GELU kernel, and
- * created in 16 ms instead of 146 (same device call). With more waves
- * each one pays the activation after its MMAs, and it gained nothing: the encoder at batch
- * 32 (four 4096 x 3072 x 768 GELU LINEARs, 384 tiles) ran in 555-568 us with
- * EMBER_CUDA_GEMM_WGMMA=1 against 565-570 without (same call), so those stay on the
- * library's GEMM. */
+ * (uses_gemm_wgmma). Under EMBER_CUDA_GEMM_WGMMA=1 with any activation of its dtype or
+ * none, whatever its tiles. Under auto where they fit in one wave (no more than the SMs):
+ * with an activation cuBLASLt's epilogue lacks (GELU's erf form, SIGMOID, TANH, SILU),
+ * or with any or none in a program that then needs no cuBLASLt at all
+ * (executor->tma_gemms_only).
+ *
+ * In one wave the activation costs less in its epilogue than as a kernel of its own: on
+ * an H100 the MLP at batch 4096 (four 4096 x 1024 x 1024 LINEAR + erf GELU pairs, 128
+ * tiles each) ran in 77.4-77.7 us on it against 84.0 on cuBLASLt and the GELU kernel, and
+ * created in 16 ms instead of 146 (same device call). With GELU's tanh form, which
+ * cuBLASLt fuses, the kernel is slower than cuBLASLt, but a program that loads no
+ * cuBLASLt creates in a tenth of the time, where the init bound leaves 50 ms beside the
+ * weights' upload: mlp_tanh at batch 4096 ran 73.0 us against 71.0 and created in 20.0 ms
+ * against 174.3 (bound 51.2; an H100, same call). With more waves each one pays the
+ * activation after its MMAs, and cuBLASLt's persistent kernels do better: with every
+ * LINEAR of the encoder at batch 32 on Ember's kernels (QKV's 288 tiles, the first
+ * feed-forward's 384) it ran 642.0 us against 554.4, over its 600 us target. */
 static bool linear_takes_gemm_wgmma(const ember_cuda_executor* executor, const ember_op_desc* op,
                                     const ember_op_desc* next) {
   const ember_plan* plan = executor->plan;
-  const bool activation =
-      (next->opcode == EMBER_OP_GELU &&
-       ember_plan_op_attr(plan, next, EMBER_ATTR_GELU_APPROXIMATE) == 0) ||
-      next->opcode == EMBER_OP_SIGMOID || next->opcode == EMBER_OP_TANH ||
-      next->opcode == EMBER_OP_SILU;
+  const ember_mode mode = ember_settings_get()->cuda_gemm_wgmma;
+  const bool forced = mode == EMBER_MODE_ON;
+  const bool any_activation = forced || (mode == EMBER_MODE_AUTO && executor->tma_gemms_only);
+  const bool lacking =
+      next != NULL &&
+      ((next->opcode == EMBER_OP_GELU &&
+        ember_plan_op_attr(plan, next, EMBER_ATTR_GELU_APPROXIMATE) == 0) ||
+       next->opcode == EMBER_OP_SIGMOID || next->opcode == EMBER_OP_TANH ||
+       next->opcode == EMBER_OP_SILU);
   int64_t k, n;
   uint64_t rows;
-  if (!uses_gemm_wgmma(executor) || !activation ||
-      !linear_fits_tma_gemm(plan, op, &k, &n, &rows) ||
-      ember_plan_op_output_tensor(plan, next, 0)->dtype !=
-          ember_plan_op_output_tensor(plan, op, 0)->dtype) {
+  if (!uses_gemm_wgmma(executor) || !(lacking || any_activation) ||
+      !linear_fits_tma_gemm(plan, op, &k, &n, &rows)) {
+    return false;
+  }
+  if (next != NULL && (!is_activation(next->opcode) ||
+                       ember_plan_op_output_tensor(plan, next, 0)->dtype !=
+                           ember_plan_op_output_tensor(plan, op, 0)->dtype)) {
     return false;
   }
   const uint64_t tiles = ceil_div_u64(rows, EMBER_K_GEMM_WGMMA_BM) *
                          ceil_div_u64((uint64_t)n, EMBER_K_GEMM_WGMMA_BN);
   return tiles >= EMBER_CUDA_GEMM_WGMMA_MIN_TILES && tiles <= INT32_MAX &&
-         (ember_settings_get()->cuda_gemm_wgmma == EMBER_MODE_ON ||
-          tiles <= (uint64_t)executor->sm_count);
+         (forced || tiles <= (uint64_t)executor->sm_count);
 }
 
 /* One 2-D tensor map of `rows` rows of k 2-byte elements at `address`, boxes of box_k x
@@ -1201,15 +1209,17 @@ static ember_status* encode_tiled_map(const ember_cuda_driver* driver, uint64_t*
   return NULL;
 }
 
-static ember_status* encode_gemm_wgmma_maps(const ember_cuda_driver* driver,
-                                            ember_k_gemm_wgmma_params* p) {
+/* The tensor maps of a LINEAR on a TMA GEMM kernel (ember_k_linear_tma_params), from
+ * the addresses now in p. */
+static ember_status* encode_linear_tma_maps(const ember_cuda_driver* driver,
+                                            ember_k_linear_tma_params* p) {
   EMBER_RETURN_IF_ERROR(encode_tiled_map(driver, p->x_map, p->x, p->rows, p->k,
-                                         EMBER_K_GEMM_WGMMA_BK, EMBER_K_GEMM_WGMMA_BM,
+                                         EMBER_K_GEMM_WGMMA_BK, (uint32_t)p->x_box_rows,
                                          CU_TENSOR_MAP_SWIZZLE_128B,
                                          "cuTensorMapEncodeTiled(LINEAR x)"));
   return encode_tiled_map(driver, p->w_map, p->w, p->n, p->k, EMBER_K_GEMM_WGMMA_BK,
-                          EMBER_K_GEMM_WGMMA_BN / EMBER_K_GEMM_WGMMA_CLUSTER,
-                          CU_TENSOR_MAP_SWIZZLE_128B, "cuTensorMapEncodeTiled(LINEAR weight)");
+                          (uint32_t)p->w_box_rows, CU_TENSOR_MAP_SWIZZLE_128B,
+                          "cuTensorMapEncodeTiled(LINEAR weight)");
 }
 
 /* The bytes of one row (input pixel) of the halo kernel's halo: 16 channels (resnet's
@@ -1267,57 +1277,81 @@ static bool linear_operands_constant(const ember_plan* plan, const ember_op_desc
           ember_plan_op_input_tensor(plan, op, 2)->storage == EMBER_STORAGE_CONSTANT);
 }
 
-/* The rest of a LINEAR op's step on a TMA kernel (gemm_wgmma, gemm_narrow): refs to x, w,
- * the bias if any and `out` at offsets[0..3] of its parameters, each 16-byte aligned where
- * it is bound; then its maps encoded now too, so that one the driver refuses fails in
- * create, not in a run. */
-static ember_status* finish_linear_tma_step(ember_cuda_executor* executor, ember_cuda_step* step,
-                                            const ember_op_desc* op, uint32_t out,
-                                            const size_t offsets[4]) {
-  const ember_plan* plan = executor->plan;
-  for (uint32_t k = 0; k < op->num_inputs && k < 3; ++k) {
-    add_ref(executor, step, ember_plan_op_input(plan, op, k), (uint32_t)offsets[k]);
-  }
-  add_ref(executor, step, out, (uint32_t)offsets[3]);
-  for (uint32_t r = 0; r < step->num_refs; ++r) require_io_alignment(executor, step->refs[r].tensor, 16);
-  return patch_kernel_params(executor, step);
-}
-
-/* LINEAR op i and activation op `fused` as one gemm_wgmma step (linear_takes_gemm_wgmma),
- * writing the activation's output. */
-static ember_status* add_gemm_wgmma_step(ember_cuda_executor* executor, uint32_t i,
-                                         uint32_t fused) {
-  const ember_plan* plan = executor->plan;
+/* What a LINEAR op i and activation op `fused` (EMBER_PLAN_NO_INDEX: none) give a TMA
+ * GEMM kernel (ember_k_linear_tma_params), but the addresses; maps of boxes x_box_rows and
+ * w_box_rows. */
+static ember_k_linear_tma_params linear_tma_params(const ember_plan* plan, uint32_t i,
+                                                   uint32_t fused, int32_t x_box_rows,
+                                                   int32_t w_box_rows) {
   const ember_op_desc* op = &plan->ops[i];
   const ember_tensor_desc* x = ember_plan_op_input_tensor(plan, op, 0);
   const ember_tensor_desc* y = ember_plan_op_output_tensor(plan, op, 0);
-  ember_k_gemm_wgmma_params p;
+  ember_k_linear_tma_params p;
   memset(&p, 0, sizeof p);
   p.k = (int32_t)x->dims[x->rank - 1];
   p.n = (int32_t)y->dims[y->rank - 1];
   p.rows = (int32_t)(x->numel / (uint64_t)p.k);
-  p.k_tiles = (int32_t)ceil_div_u64((uint64_t)p.k, EMBER_K_GEMM_WGMMA_BK);
-  p.n_tiles = (int32_t)ceil_div_u64((uint64_t)p.n, EMBER_K_GEMM_WGMMA_BN);
-  p.act = (int32_t)unary_op_of(plan, &plan->ops[fused]);
+  p.x_box_rows = x_box_rows;
+  p.w_box_rows = w_box_rows;
+  p.act = fused == EMBER_PLAN_NO_INDEX ? EMBER_K_UNARY_IDENTITY
+                                       : (int32_t)unary_op_of(plan, &plan->ops[fused]);
   p.has_bias = op->num_inputs == 3;
   p.constant_operands = linear_operands_constant(plan, op);
+  return p;
+}
+
+/* LINEAR op i (and activation op `fused`, or EMBER_PLAN_NO_INDEX) as one step of a TMA
+ * GEMM kernel, `blocks` blocks of `threads` with `shared_bytes`, params (which start with
+ * the ember_k_linear_tma_params) writing the last op's output: refs to x, w, the bias if
+ * any and the output, each 16-byte aligned where it is bound; then its maps encoded now
+ * too, so that one the driver refuses fails in create, not in a run. */
+static ember_status* add_linear_tma_step(ember_cuda_executor* executor, uint32_t i, uint32_t fused,
+                                         uint32_t kernel, uint64_t blocks, uint32_t threads,
+                                         uint32_t shared_bytes, const void* params,
+                                         size_t params_size) {
+  const ember_plan* plan = executor->plan;
+  const ember_op_desc* op = &plan->ops[i];
+  ember_cuda_step* step = add_kernel_step(executor, i, kernel, (unsigned int)blocks, params,
+                                          params_size);
+  step->block = threads;
+  step->shared_bytes = shared_bytes;
+  step->tensor_maps = TENSOR_MAPS_LINEAR;
+  static const size_t kOffsets[3] = {offsetof(ember_k_linear_tma_params, x),
+                                     offsetof(ember_k_linear_tma_params, w),
+                                     offsetof(ember_k_linear_tma_params, bias)};
+  for (uint32_t k = 0; k < op->num_inputs && k < 3; ++k) {
+    add_ref(executor, step, ember_plan_op_input(plan, op, k), (uint32_t)kOffsets[k]);
+  }
+  const uint32_t out =
+      ember_plan_op_output(plan, fused == EMBER_PLAN_NO_INDEX ? op : &plan->ops[fused], 0);
+  add_ref(executor, step, out, (uint32_t)offsetof(ember_k_linear_tma_params, y));
+  for (uint32_t r = 0; r < step->num_refs; ++r) require_io_alignment(executor, step->refs[r].tensor, 16);
+  return patch_kernel_params(executor, step);
+}
+
+/* LINEAR op i (and activation op `fused`, or EMBER_PLAN_NO_INDEX) as one gemm_wgmma step
+ * (linear_takes_gemm_wgmma). */
+static ember_status* add_gemm_wgmma_step(ember_cuda_executor* executor, uint32_t i,
+                                         uint32_t fused) {
+  const ember_plan* plan = executor->plan;
+  ember_k_gemm_wgmma_params p;
+  memset(&p, 0, sizeof p);
+  p.linear = linear_tma_params(plan, i, fused, EMBER_K_GEMM_WGMMA_BM,
+                               EMBER_K_GEMM_WGMMA_BN / EMBER_K_GEMM_WGMMA_CLUSTER);
+  p.k_tiles = (int32_t)ceil_div_u64((uint64_t)p.linear.k, EMBER_K_GEMM_WGMMA_BK);
+  p.n_tiles = (int32_t)ceil_div_u64((uint64_t)p.linear.n, EMBER_K_GEMM_WGMMA_BN);
   /* Whole clusters: a block past the last row tile still copies its share of w's tiles
    * for the others, and writes nothing. */
   const uint64_t m_tiles =
-      ceil_div_u64(ceil_div_u64((uint64_t)p.rows, EMBER_K_GEMM_WGMMA_BM), EMBER_K_GEMM_WGMMA_CLUSTER) *
+      ceil_div_u64(ceil_div_u64((uint64_t)p.linear.rows, EMBER_K_GEMM_WGMMA_BM),
+                   EMBER_K_GEMM_WGMMA_CLUSTER) *
       EMBER_K_GEMM_WGMMA_CLUSTER;
-  ember_cuda_step* step = add_kernel_step(
-      executor, i, EMBER_CUDA_KERNEL_GEMM_WGMMA + ember_cuda_half_index(y->dtype),
-      (unsigned int)(m_tiles * (uint64_t)p.n_tiles), &p, sizeof p);
-  step->block = EMBER_K_GEMM_WGMMA_THREADS;
-  step->shared_bytes = EMBER_K_GEMM_WGMMA_SMEM_BYTES;
-  step->tensor_maps = TENSOR_MAPS_GEMM_WGMMA;
   ++executor->gemm_wgmmas;
-  static const size_t kOffsets[4] = {
-      offsetof(ember_k_gemm_wgmma_params, x), offsetof(ember_k_gemm_wgmma_params, w),
-      offsetof(ember_k_gemm_wgmma_params, bias), offsetof(ember_k_gemm_wgmma_params, y)};
-  const uint32_t out = ember_plan_op_output(plan, &plan->ops[fused], 0);
-  return finish_linear_tma_step(executor, step, op, out, kOffsets);
+  const ember_tensor_desc* y = ember_plan_op_output_tensor(plan, &plan->ops[i], 0);
+  return add_linear_tma_step(executor, i, fused,
+                             EMBER_CUDA_KERNEL_GEMM_WGMMA + ember_cuda_half_index(y->dtype),
+                             m_tiles * (uint64_t)p.n_tiles, EMBER_K_GEMM_WGMMA_THREADS,
+                             EMBER_K_GEMM_WGMMA_SMEM_BYTES, &p, sizeof p);
 }
 
 /* ---- LINEAR of few rows (and the activation after it) on the narrow GEMM kernel ------- */
@@ -1404,53 +1438,25 @@ static bool linear_takes_gemm_narrow(const ember_cuda_executor* executor, const 
   return true;
 }
 
-static ember_status* encode_gemm_narrow_maps(const ember_cuda_driver* driver,
-                                             ember_k_gemm_narrow_params* p) {
-  EMBER_RETURN_IF_ERROR(encode_tiled_map(driver, p->x_map, p->x, p->rows, p->k,
-                                         EMBER_K_GEMM_NARROW_BK, (uint32_t)p->block_rows,
-                                         CU_TENSOR_MAP_SWIZZLE_128B,
-                                         "cuTensorMapEncodeTiled(LINEAR x)"));
-  return encode_tiled_map(driver, p->w_map, p->w, p->n, p->k, EMBER_K_GEMM_NARROW_BK,
-                          EMBER_K_GEMM_NARROW_BM, CU_TENSOR_MAP_SWIZZLE_128B,
-                          "cuTensorMapEncodeTiled(LINEAR weight)");
-}
-
 /* LINEAR op i (linear_takes_gemm_narrow) as one narrow GEMM step, with activation op
- * `fused` (EMBER_PLAN_NO_INDEX: none), writing the last one's output. */
+ * `fused` (EMBER_PLAN_NO_INDEX: none). */
 static ember_status* add_gemm_narrow_step(ember_cuda_executor* executor, uint32_t i,
                                           uint32_t fused, const gemm_narrow_shape* shape) {
   const ember_plan* plan = executor->plan;
-  const ember_op_desc* op = &plan->ops[i];
-  const ember_tensor_desc* x = ember_plan_op_input_tensor(plan, op, 0);
-  const ember_tensor_desc* y = ember_plan_op_output_tensor(plan, op, 0);
   ember_k_gemm_narrow_params p;
   memset(&p, 0, sizeof p);
-  p.k = (int32_t)x->dims[x->rank - 1];
-  p.n = (int32_t)y->dims[y->rank - 1];
-  p.rows = (int32_t)(x->numel / (uint64_t)p.k);
-  p.block_rows = shape->block_rows;
+  p.linear = linear_tma_params(plan, i, fused, shape->block_rows, EMBER_K_GEMM_NARROW_BM);
   p.n_tiles = shape->n_tiles;
   p.k_stages = shape->k_stages;
   p.stages = shape->stages;
-  p.act = fused == EMBER_PLAN_NO_INDEX ? EMBER_K_UNARY_IDENTITY
-                                       : (int32_t)unary_op_of(plan, &plan->ops[fused]);
-  p.has_bias = op->num_inputs == 3;
-  p.constant_operands = linear_operands_constant(plan, op);
+  ++executor->gemm_narrows;
+  const ember_tensor_desc* y = ember_plan_op_output_tensor(plan, &plan->ops[i], 0);
   const uint32_t kernel = EMBER_CUDA_KERNEL_GEMM_NARROW +
                           2u * (EMBER_K_GEMM_NARROW_MAX_BOXES * shape->r + shape->boxes - 1u) +
                           ember_cuda_half_index(y->dtype);
-  ember_cuda_step* step =
-      add_kernel_step(executor, i, kernel, (unsigned int)shape->blocks, &p, sizeof p);
-  step->block = EMBER_K_GEMM_NARROW_THREADS;
-  step->shared_bytes = EMBER_K_GEMM_NARROW_SMEM_BYTES;
-  step->tensor_maps = TENSOR_MAPS_GEMM_NARROW;
-  ++executor->gemm_narrows;
-  static const size_t kOffsets[4] = {
-      offsetof(ember_k_gemm_narrow_params, x), offsetof(ember_k_gemm_narrow_params, w),
-      offsetof(ember_k_gemm_narrow_params, bias), offsetof(ember_k_gemm_narrow_params, y)};
-  const uint32_t out =
-      ember_plan_op_output(plan, fused == EMBER_PLAN_NO_INDEX ? op : &plan->ops[fused], 0);
-  return finish_linear_tma_step(executor, step, op, out, kOffsets);
+  return add_linear_tma_step(executor, i, fused, kernel, shape->blocks,
+                             EMBER_K_GEMM_NARROW_THREADS, EMBER_K_GEMM_NARROW_SMEM_BYTES, &p,
+                             sizeof p);
 }
 
 static ember_status* build_gemm(ember_cuda_executor* executor, uint32_t i, uint32_t fused,
@@ -1473,7 +1479,8 @@ static ember_status* build_gemm(ember_cuda_executor* executor, uint32_t i, uint3
     add_gemv_step(executor, i, fused);
     return NULL;
   }
-  if (fused != EMBER_PLAN_NO_INDEX && linear_takes_gemm_wgmma(executor, op, &plan->ops[fused])) {
+  if (linear_takes_gemm_wgmma(executor, op,
+                              fused == EMBER_PLAN_NO_INDEX ? NULL : &plan->ops[fused])) {
     return add_gemm_wgmma_step(executor, i, fused);
   }
   gemm_narrow_shape narrow;
@@ -5073,8 +5080,8 @@ static bool executor_needs_cublaslt(const ember_cuda_executor* executor, const u
     const ember_op_desc* op = &plan->ops[i];
     uint64_t a, b, c;
     sdpa_flash_shape shape;
-    const bool own_gemm = (i + 1 < plan->num_ops && can_fuse_activation(executor, i, readers) &&
-                           linear_takes_gemm_wgmma(executor, op, &plan->ops[i + 1])) ||
+    const bool fuses = i + 1 < plan->num_ops && can_fuse_activation(executor, i, readers);
+    const bool own_gemm = linear_takes_gemm_wgmma(executor, op, fuses ? &plan->ops[i + 1] : NULL) ||
                           linear_takes_gemm_narrow(executor, op, NULL);
     const bool needs =
         op->opcode == EMBER_OP_MATMUL ||
@@ -5271,9 +5278,13 @@ static ember_status* open_device(ember_cuda_executor* executor) {
 /* Loads cuBLASLt and creates the program's handle, if an op may run on it on this GPU
  * (executor_needs_cublaslt; readers: count_readers's). */
 static ember_status* open_cublaslt(ember_cuda_executor* executor, const uint32_t* readers) {
-  /* Which ops take cuBLASLt depends on the kernels this GPU loaded (gemm_wgmma). */
+  /* Which ops take cuBLASLt depends on the kernels this GPU loaded (gemm_wgmma), and on
+   * whether they can take every GEMM of the program once gemm_wgmma takes any activation
+   * (tma_gemms_only): asked first. */
   uint32_t gemm_op = 0;
-  if (executor_needs_cublaslt(executor, readers, &gemm_op)) {
+  executor->tma_gemms_only = true;
+  executor->tma_gemms_only = !executor_needs_cublaslt(executor, readers, &gemm_op);
+  if (!executor->tma_gemms_only && executor_needs_cublaslt(executor, readers, &gemm_op)) {
     ember_status* status = ember_cublaslt_library_get(&executor->lt);
     if (status != NULL) {
       executor->lt = NULL;
@@ -5440,8 +5451,7 @@ void ember_cuda_executor_get_info(const ember_executor* base,
       ++out_info->gemv_kernels;
       if (executor->fuse_next[step->op_index]) ++out_info->fused_activations;
     }
-    if (step->tensor_maps == TENSOR_MAPS_GEMM_WGMMA) ++out_info->fused_activations;
-    if (step->tensor_maps == TENSOR_MAPS_GEMM_NARROW && executor->fuse_next[step->op_index]) {
+    if (step->tensor_maps == TENSOR_MAPS_LINEAR && executor->fuse_next[step->op_index]) {
       ++out_info->fused_activations;
     }
     if (step->beside) ++out_info->beside_steps; /* set by build_graph only */

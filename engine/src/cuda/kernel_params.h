@@ -588,17 +588,40 @@ typedef struct ember_k_gemv_params {
   int32_t has_bias;
 } ember_k_gemv_params;
 
-/* ember_gemm_wgmma_<f16|bf16> (gemm_wgmma.cu, sm_90a): a LINEAR with the activation
- * after it that cuBLASLt's epilogue lacks (GELU's erf form, SIGMOID, TANH, SILU),
- * y[r, n] = act(round(sum over k of x[r, k] * w[n, k] + bias[n])) (round: to the dtype,
- * as the LINEAR stores its output before the activation reads it), float32
- * accumulation. x [rows, k] and w [n, k] are read by the tensor memory accelerator
- * through x_map and w_map (CUtensorMap, encoded by the host from x and w: 2-byte
- * elements, boxes of BK x BM and BK x BN / CLUSTER, the 128-byte swizzle, zeros
- * outside), so k is a multiple of 8 and x, w 16-byte aligned; n a multiple of 8 and y
- * 16-byte aligned. A block of THREADS threads computes a BM x BN tile of y: one
- * warpgroup issues the copies into a ring of STAGES stages, two compute (64 rows each).
- * blockIdx.x / CLUSTER % n_tiles is the block's column tile. */
+/* What ember_gemm_wgmma and ember_gemm_narrow (gemm_wgmma.cu, sm_90a) share: a LINEAR
+ * with the activation after it (IDENTITY for none), y[r, n] = act(round(sum over k of
+ * x[r, k] * w[n, k] + bias[n])) (round: to the dtype, as the LINEAR stores its output
+ * before the activation reads it), float32 accumulation. x [rows, k] and w [n, k] are read
+ * by the tensor memory accelerator through x_map and w_map (CUtensorMap, encoded by the
+ * host from x and w: 2-byte elements, boxes of 64 (the kernels' BK) by x_box_rows and by
+ * w_box_rows, the 128-byte swizzle, zeros outside), so k is a multiple of 8 and x, w
+ * 16-byte aligned; n a multiple of 8 and y 16-byte aligned. The first member of both
+ * kernels' parameters. */
+#if defined(__cplusplus)
+#define EMBER_K_ALIGNAS(n) alignas(n)
+#else
+#define EMBER_K_ALIGNAS(n) _Alignas(n)
+#endif
+typedef struct ember_k_linear_tma_params {
+  EMBER_K_ALIGNAS(64) uint64_t x_map[16]; /* a CUtensorMap: 128 bytes, 64-byte aligned */
+  uint64_t w_map[16];
+  uint64_t x; /* what the maps were encoded from (the executor patches these) */
+  uint64_t w;
+  uint64_t bias;
+  uint64_t y;
+  int32_t rows, n, k;
+  int32_t x_box_rows, w_box_rows;
+  int32_t act; /* ember_k_unary_op: IDENTITY or an activation */
+  int32_t has_bias;
+  /* w and bias are the plan's constants, which no kernel of a run writes: the block
+   * starts copying them before the kernel it follows (PDL) has finished. */
+  int32_t constant_operands;
+} ember_k_linear_tma_params;
+
+/* ember_gemm_wgmma_<f16|bf16>: a LINEAR of many rows (ember_k_linear_tma_params; x's box
+ * BK x BM, w's BK x BN / CLUSTER). A block of THREADS threads computes a BM x BN tile of
+ * y: one warpgroup issues the copies into a ring of STAGES stages, two compute (64 rows
+ * each). blockIdx.x / CLUSTER % n_tiles is the block's column tile. */
 #define EMBER_K_GEMM_WGMMA_BM 128
 #define EMBER_K_GEMM_WGMMA_BN 256
 #define EMBER_K_GEMM_WGMMA_BK 64
@@ -615,40 +638,22 @@ typedef struct ember_k_gemv_params {
   (EMBER_K_GEMM_WGMMA_STAGES * (EMBER_K_GEMM_WGMMA_BM + EMBER_K_GEMM_WGMMA_BN) *          \
        EMBER_K_GEMM_WGMMA_BK * 2 +                                                        \
    EMBER_K_GEMM_WGMMA_STAGES * 16 + EMBER_K_GEMM_WGMMA_BN * 4 + 1024)
-#if defined(__cplusplus)
-#define EMBER_K_ALIGNAS(n) alignas(n)
-#else
-#define EMBER_K_ALIGNAS(n) _Alignas(n)
-#endif
 typedef struct ember_k_gemm_wgmma_params {
-  EMBER_K_ALIGNAS(64) uint64_t x_map[16]; /* a CUtensorMap: 128 bytes, 64-byte aligned */
-  uint64_t w_map[16];
-  uint64_t x; /* what the maps were encoded from (the executor patches these) */
-  uint64_t w;
-  uint64_t bias;
-  uint64_t y;
-  int32_t rows, n, k, k_tiles; /* k_tiles = ceil(k / BK) */
-  int32_t n_tiles;             /* ceil(n / BN) */
-  int32_t act;                 /* ember_k_unary_op: IDENTITY or an activation */
-  int32_t has_bias;
-  /* w and bias are the plan's constants, which no kernel of a run writes: the block
-   * starts copying them before the kernel it follows (PDL) has finished. */
-  int32_t constant_operands;
+  ember_k_linear_tma_params linear;
+  int32_t k_tiles; /* ceil(k / BK) */
+  int32_t n_tiles; /* ceil(n / BN) */
 } ember_k_gemm_wgmma_params;
 
-/* ember_gemm_narrow<R>_<B>_<f16|bf16> (gemm_wgmma.cu, sm_90a): a LINEAR of few rows (the
- * encoder's 128 tokens at batch 1), with the activation after it (any; IDENTITY for
- * none), y[r, n] = act(round(sum over k of x[r, k] * w[n, k] + bias[n])) as
- * ember_gemm_wgmma's, in the transposed form: wgmma's M is BM = 64 rows of w (64 outputs),
- * its N is R = 16, 32, 64 or 128 rows of x (block_rows), so a LINEAR of 128 rows makes 36-96
- * blocks where gemm_wgmma's 128 x 256 tiles made 3-12 and left the GPU idle. A block of
- * THREADS threads: one consumer warpgroup (warps 0-3) and a producer warp whose first
- * thread has the TMA copy K tiles of BK into a ring of `stages` stages (at most
- * MAX_STAGES, in RING_BYTES), B (1-4) K tiles a stage: B w boxes of BK x BM, then B x
- * boxes of BK x R (x_map, w_map: 2-byte elements, the 128-byte swizzle, zeros outside),
- * so one barrier wait covers B tiles' MMAs. k_tiles = ceil(k / BK) is k_stages·B (the
- * host picks a B that divides it). k and n multiples of 8, x, w and y 16-byte aligned.
- * Block b: column tile b % n_tiles (BM outputs), row tile b / n_tiles (R rows). */
+/* ember_gemm_narrow<R>_<B>_<f16|bf16>: a LINEAR of few rows (the encoder's 128 tokens at
+ * batch 1; ember_k_linear_tma_params, x's box BK x R, w's BK x BM) in the transposed
+ * form: wgmma's M is BM = 64 rows of w (64 outputs), its N is R = 16, 32, 64 or 128 rows
+ * of x, so a LINEAR of 128 rows makes 36-96 blocks where gemm_wgmma's 128 x 256 tiles
+ * made 3-12 and left the GPU idle. A block of THREADS threads: one consumer warpgroup
+ * (warps 0-3) and a producer warp whose first thread has the TMA copy K tiles of BK into a
+ * ring of `stages` stages (at most MAX_STAGES, in RING_BYTES), B (1-4) K tiles a stage: B
+ * w boxes, then B x boxes, so one barrier wait covers B tiles' MMAs. k_tiles = ceil(k /
+ * BK) is k_stages·B (the host picks a B that divides it). Block b: column tile b %
+ * n_tiles (BM outputs), row tile b / n_tiles (R rows). */
 #define EMBER_K_GEMM_NARROW_BM 64
 #define EMBER_K_GEMM_NARROW_BK 64
 #define EMBER_K_GEMM_NARROW_THREADS 160
@@ -662,22 +667,10 @@ typedef struct ember_k_gemm_wgmma_params {
 #define EMBER_K_GEMM_NARROW_SMEM_BYTES \
   (EMBER_K_GEMM_NARROW_RING_BYTES + EMBER_K_GEMM_NARROW_MAX_STAGES * 16 + 1024)
 typedef struct ember_k_gemm_narrow_params {
-  EMBER_K_ALIGNAS(64) uint64_t x_map[16]; /* a CUtensorMap: 128 bytes, 64-byte aligned */
-  uint64_t w_map[16];
-  uint64_t x; /* what the maps were encoded from (the executor patches these) */
-  uint64_t w;
-  uint64_t bias;
-  uint64_t y;
-  int32_t rows, n, k;
-  int32_t block_rows; /* R: x_map's box, the kernel's own */
-  int32_t n_tiles;    /* ceil(n / BM) */
-  int32_t k_stages;   /* ceil(k / BK) / B */
-  int32_t stages;     /* of the ring: RING_BYTES / (B·(BM + R)·BK·2), at most MAX_STAGES */
-  int32_t act;        /* ember_k_unary_op: IDENTITY or an activation */
-  int32_t has_bias;
-  /* w and bias are the plan's constants: copied and read before the kernel it follows
-   * (PDL) has finished, as ember_gemm_wgmma's. */
-  int32_t constant_operands;
+  ember_k_linear_tma_params linear;
+  int32_t n_tiles;  /* ceil(n / BM) */
+  int32_t k_stages; /* ceil(k / BK) / B */
+  int32_t stages;   /* of the ring: RING_BYTES / (B·(BM + R)·BK·2), at most MAX_STAGES */
 } ember_k_gemm_narrow_params;
 
 /* ember_conv_halo<n>_<f16|bf16> (conv_halo.cu, sm_90a): a CONV2D of stride 1, dilation 1
@@ -817,9 +810,12 @@ EMBER_K_STATIC_ASSERT(sizeof(ember_k_softmax_params) == 40, "softmax params layo
 EMBER_K_STATIC_ASSERT(sizeof(ember_k_layer_norm_params) == 72, "layer norm params layout");
 EMBER_K_STATIC_ASSERT(sizeof(ember_k_bias_act_params) == 48, "bias_act params layout");
 EMBER_K_STATIC_ASSERT(sizeof(ember_k_gemv_params) == 64, "gemv params layout");
-EMBER_K_STATIC_ASSERT(sizeof(ember_k_gemm_wgmma_params) == 2 * 128 + 4 * 8 + 8 * 4,
-                      "gemm wgmma params layout");
-EMBER_K_STATIC_ASSERT(offsetof(ember_k_gemm_wgmma_params, w_map) == 128, "gemm wgmma maps");
+EMBER_K_STATIC_ASSERT(sizeof(ember_k_linear_tma_params) == 2 * 128 + 4 * 8 + 8 * 4,
+                      "linear tma params layout");
+EMBER_K_STATIC_ASSERT(offsetof(ember_k_linear_tma_params, w_map) == 128, "linear tma maps");
+EMBER_K_STATIC_ASSERT(offsetof(ember_k_gemm_wgmma_params, linear) == 0 &&
+                          offsetof(ember_k_gemm_narrow_params, linear) == 0,
+                      "both TMA GEMMs' parameters start with the LINEAR's");
 EMBER_K_STATIC_ASSERT(sizeof(ember_k_conv_halo_params) == 2 * 128 + 128 + 2 * 8 + 28 * 4,
                       "conv halo params layout");
 EMBER_K_STATIC_ASSERT(offsetof(ember_k_conv_halo_params, conv) == 256, "conv halo maps");

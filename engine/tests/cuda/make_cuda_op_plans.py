@@ -10,7 +10,9 @@ and of up to 64 rows of a small product (its groups of 8 rows, gemv_groups_cases
 the wide, 32-bit and fallback paths of the gather, LAYER_NORM, MAX_POOL2D and SDPA's
 softmax (bandwidth_cases); MAX_POOL2D's row path and im2col's 16-byte gathers
 (conv_pool_cases); LINEARs with an activation on the gemm_wgmma kernel
-(gemm_wgmma_cases); LINEARs of few rows on the narrow GEMM kernel (gemm_narrow_cases).
+(gemm_wgmma_cases); LINEARs of few rows on the narrow GEMM kernel (gemm_narrow_cases);
+LINEARs with any activation on gemm_wgmma in programs that then load no cuBLASLt
+(tma_only_cases).
 
 Integer inputs are drawn as floor(uniform(low, high)), so an EMBEDDING case's range is
 its index range; bool inputs are 0 or 1 at random whatever the range.
@@ -384,6 +386,8 @@ ONLY_DTYPES = {"sdpa_flash_encoder": ("f16",),
                "gemm_narrow_gelu_tanh": ("f16", "bf16"), "gemm_narrow_silu": ("f16", "bf16"),
                "gemm_narrow_sigmoid": ("f16", "bf16"), "gemm_narrow_k60": ("f16", "bf16"),
                "gemm_narrow_waves": ("f16", "bf16"), "gemm_narrow_r128": ("f16", "bf16"),
+               "tma_only_gelu_tanh": ("f16", "bf16"), "tma_only_relu": ("f16", "bf16"),
+               "tma_only_plain": ("f16", "bf16"), "tma_only_matmul_relu": ("f16", "bf16"),
                "conv2d_halo_units": ("f16", "bf16"), "conv2d_halo_images_nchw": ("f16", "bf16"),
                "conv2d_halo_images_last": ("f16", "bf16"),
                "conv2d_halo_pool_stem": ("f16", "bf16"),
@@ -1677,10 +1681,37 @@ def gemm_narrow_cases():
     # through a ring of 4).
     yield ("gemm_narrow_r128", -2.0, 2.0,
            linear_act(200, 584, 2048, pw.Op.GELU, 0, True, True))
-    # Controls: K = 60; 16 x 18 = 288 blocks.
+    # Controls: K = 60; 16 x 9 = 144 blocks of 128 rows.
     yield ("gemm_narrow_k60", -2.0, 2.0, linear_plain(100, 60, 512, True))
     yield ("gemm_narrow_waves", -2.0, 2.0,
            linear_act(1100, 16, 1024, pw.Op.RELU, None, True, True))
+
+
+def beside_matmul(build):
+    """build's ops, then a MATMUL of two inputs of its own into an output of its own: an op
+    only cuBLASLt runs, so the program loads it whatever its LINEARs run on."""
+    def both(p):
+        build(p)
+        p.op(pw.Op.MATMUL, [p.input([24, 40]), p.input([40, 16])], p.out([24, 16]))
+    return both
+
+
+def tma_only_cases():
+    """Programs whose GEMMs Ember's kernels can all take once gemm_wgmma takes any
+    activation: under auto it does, in one wave, and they load no cuBLASLt (cuda_executor.c
+    linear_takes_gemm_wgmma): GELU's tanh form and RELU (which cuBLASLt's epilogue has) and
+    no activation. The control: a LINEAR + RELU beside a MATMUL, which only cuBLASLt runs,
+    stays on cuBLASLt under auto. After the other cases, so their seeds stay as they
+    were."""
+    # 32 x 2 = 64 tiles.
+    yield ("tma_only_gelu_tanh", -2.0, 2.0, linear_act(4096, 64, 512, pw.Op.GELU, 1, True, True))
+    # Tails in K and N (72 = 64 + 8, 520 = 2 x 256 + 8: 32 x 3 = 96 tiles), no bias, the
+    # output read by an ADD.
+    yield ("tma_only_relu", -2.0, 2.0, linear_act(4096, 72, 520, pw.Op.RELU, None, False, False))
+    # 32 x 3 = 96 tiles, no activation.
+    yield ("tma_only_plain", -2.0, 2.0, linear_plain(4096, 16, 768, True))
+    yield ("tma_only_matmul_relu", -2.0, 2.0,
+           beside_matmul(linear_act(4096, 72, 520, pw.Op.RELU, None, False, False)))
 
 
 def gemv_mma_cases():
@@ -1825,7 +1856,7 @@ def main():
                                    list(reduce_columns_cases()) + list(gemv_groups_cases()) +
                                    list(gemm_wgmma_waves_cases()) + list(gemv_mma_cases()) +
                                    list(halo_widths_cases()) + list(branches_cases()) +
-                                   list(gemm_narrow_cases())):
+                                   list(gemm_narrow_cases()) + list(tma_only_cases())):
         for dtype_name, dtype in dtypes:
             seed += 1
             if dtype_name not in ONLY_DTYPES.get(name, (dtype_name,)):

@@ -446,26 +446,37 @@ static const struct {
     {"norm_add_", 1},
 };
 
-/* LINEAR + activation cases, how many of those pairs run on the gemm_wgmma kernel in
- * float16 and bfloat16 where the executor uses it (info.gemm_wgmma: an H100 or H200 unless
- * EMBER_CUDA_GEMM_WGMMA=0), each with its activation fused, and their 128 x 256 tiles:
- * under EMBER_CUDA_GEMM_WGMMA=auto (the default) a pair takes the kernel only when its
- * tiles fit in one wave (no more than the GPU's SMs), under 1 (the
- * cuda.test_cuda_ops_gemm_wgmma variant) whatever their number. 0 elsewhere and in
- * float32 (cuBLASLt, then a bias_act kernel). The first matching prefix counts. */
+/* LINEAR cases (with an activation or none; make_cuda_op_plans.py gemm_wgmma_cases,
+ * tma_only_cases): how many LINEARs run on the gemm_wgmma kernel in float16 and bfloat16
+ * where the executor uses it (info.gemm_wgmma: an H100 or H200 unless
+ * EMBER_CUDA_GEMM_WGMMA=0), their 128 x 256 tiles, whether a MATMUL beside them loads
+ * cuBLASLt anyway, whether their activation is one cuBLASLt's epilogue lacks, and the
+ * activations fused on the kernel. Under 1 (the cuda.test_cuda_ops_gemm_wgmma variant) a
+ * LINEAR takes the kernel whatever its tiles and activation; under auto (the default)
+ * only where its tiles fit in one wave (no more than the GPU's SMs), and then with an
+ * activation cuBLASLt lacks, or with any or none in a program without the MATMUL (which
+ * then loads no cuBLASLt at all). 0 elsewhere and in float32 (cuBLASLt, then a bias_act
+ * kernel for an activation it lacks). The first matching prefix counts. */
 static const struct {
   const char* prefix;
   uint32_t gemm_wgmmas;
   uint32_t tiles;
+  bool beside_matmul;
+  bool lacking;
+  uint32_t fused;
 } kGemmWgmma[] = {
-    {"gemm_wgmma_few_tiles_", 0, 4}, /* too few */
-    {"gemm_wgmma_k60_", 0, 65},      /* K not a multiple of 8 */
-    {"gemm_wgmma_gelu_tails_", 1, 66},
-    {"gemm_wgmma_silu_grid_", 1, 64},
-    {"gemm_wgmma_sigmoid_rank3_", 1, 64},
-    {"gemm_wgmma_tanh_k8_", 1, 130},
-    {"gemm_wgmma_long_k_", 1, 65},
-    {"gemm_wgmma_waves_", 1, 198}, /* auto's control: more tiles than an H100's 132 SMs */
+    {"gemm_wgmma_few_tiles_", 0, 4, false, true, 0}, /* too few */
+    {"gemm_wgmma_k60_", 0, 65, false, true, 0},      /* K not a multiple of 8 */
+    {"gemm_wgmma_gelu_tails_", 1, 66, false, true, 1},
+    {"gemm_wgmma_silu_grid_", 1, 64, false, true, 1},
+    {"gemm_wgmma_sigmoid_rank3_", 1, 64, false, true, 1},
+    {"gemm_wgmma_tanh_k8_", 1, 130, false, true, 1},
+    {"gemm_wgmma_long_k_", 1, 65, false, true, 1},
+    {"gemm_wgmma_waves_", 1, 198, false, true, 1}, /* more tiles than an H100's 132 SMs */
+    {"tma_only_gelu_tanh_", 1, 64, false, false, 1},
+    {"tma_only_relu_", 1, 96, false, false, 1},
+    {"tma_only_plain_", 1, 96, false, false, 0},
+    {"tma_only_matmul_relu_", 1, 96, true, false, 1}, /* auto's control: cuBLASLt loaded */
 };
 
 /* Narrow GEMM cases (make_cuda_op_plans.py gemm_narrow_cases): how many LINEARs run on
@@ -491,7 +502,7 @@ static const struct {
     {"gemm_narrow_sigmoid_", 1, 1, 56},
     {"gemm_narrow_r128_", 1, 1, 64},
     {"gemm_narrow_k60_", 0, 0, 0}, /* K not a multiple of 8 */
-    {"gemm_narrow_waves_", 1, 1, 288}, /* auto's control: more blocks than 132 SMs */
+    {"gemm_narrow_waves_", 1, 1, 144}, /* auto's control: more blocks than 132 SMs */
 };
 
 /* REDUCE cases and how many of their REDUCEs take 32 contiguous outputs a block, and of
@@ -672,17 +683,24 @@ static void run_op_case(const char* dir, const char* name, double low, double hi
   for (size_t c = 0; c < sizeof kGemmWgmma / sizeof kGemmWgmma[0]; ++c) {
     if (strncmp(name, kGemmWgmma[c].prefix, strlen(kGemmWgmma[c].prefix)) != 0) continue;
     const bool one_wave = kGemmWgmma[c].tiles <= (uint32_t)g_sm_count;
-    const uint32_t expected =
-        info.gemm_wgmma && !ends_with(name, "_f32") && (one_wave || g_gemm_wgmma_forced)
-            ? kGemmWgmma[c].gemm_wgmmas
-            : 0;
-    /* A pair gemm_wgmma leaves may take the narrow kernel, which fuses its activation
-     * (gemm_wgmma_few_tiles under auto). */
-    EXPECT(info.gemm_wgmmas == expected &&
-               info.fused_activations == expected + info.gemm_narrows,
-           "%s: %u LINEAR + activation on the gemm_wgmma kernel (%u activations fused, %u "
-           "LINEAR on the narrow kernel), expected %u", name, info.gemm_wgmmas,
-           info.fused_activations, info.gemm_narrows, expected);
+    const bool taken = info.gemm_wgmma && !ends_with(name, "_f32") &&
+                       (g_gemm_wgmma_forced ||
+                        (one_wave && (kGemmWgmma[c].lacking || !kGemmWgmma[c].beside_matmul)));
+    const uint32_t expected = taken ? kGemmWgmma[c].gemm_wgmmas : 0;
+    /* Off the kernel, an activation cuBLASLt lacks is fused only by the narrow kernel
+     * (gemm_wgmma_few_tiles under auto); one it has, by cuBLASLt. */
+    const uint32_t fused =
+        expected == 0 && kGemmWgmma[c].lacking ? info.gemm_narrows : kGemmWgmma[c].fused;
+    EXPECT(info.gemm_wgmmas == expected && info.fused_activations == fused,
+           "%s: %u LINEAR on the gemm_wgmma kernel (%u activations fused, %u LINEAR on the "
+           "narrow kernel), expected %u (%u fused)", name, info.gemm_wgmmas,
+           info.fused_activations, info.gemm_narrows, expected, fused);
+    /* With every GEMM on Ember's kernels, no cuBLASLt; beside the MATMUL, cuBLASLt. */
+    if (expected > 0 || kGemmWgmma[c].beside_matmul) {
+      EXPECT(info.cublaslt == kGemmWgmma[c].beside_matmul, "%s: cuBLASLt %s, expected %s",
+             name, info.cublaslt ? "loaded" : "not loaded",
+             kGemmWgmma[c].beside_matmul ? "loaded" : "not loaded");
+    }
     break;
   }
   for (size_t c = 0; c < sizeof kGemmNarrow / sizeof kGemmNarrow[0]; ++c) {

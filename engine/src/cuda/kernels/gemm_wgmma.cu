@@ -1,9 +1,11 @@
-/* LINEAR with the activation after it on Hopper's wgmma, fed by the tensor memory
- * accelerator (TMA), float16 and bfloat16: for the activations cuBLASLt's epilogue does
- * not have (GELU's erf form, SIGMOID, TANH, SILU), which would otherwise be a kernel of
- * their own reading and writing the whole output again (the MLP's four erf GELUs at
- * batch 4096). Built for sm_90a only, as conv_wgmma.cu; kernel_params.h
- * (ember_k_gemm_wgmma_params) has the contract.
+/* LINEAR with the activation after it (or none) on Hopper's wgmma, fed by the tensor
+ * memory accelerator (TMA), float16 and bfloat16: first for the activations cuBLASLt's
+ * epilogue does not have (GELU's erf form, SIGMOID, TANH, SILU), which would otherwise be
+ * a kernel of their own reading and writing the whole output again (the MLP's four erf
+ * GELUs at batch 4096), then with any activation or none in a program that then need
+ * not load cuBLASLt at all (cuda_executor.c linear_takes_gemm_wgmma). Built for sm_90a only, as conv_wgmma.cu;
+ * kernel_params.h (ember_k_linear_tma_params, ember_k_gemm_wgmma_params) has the
+ * contract.
  *
  * A block of 384 threads computes a 128 x 256 tile of y (rows of x by rows of w), K = 64
  * at a time, through a ring of 4 stages of 48 KB. Warpgroup 0 is the producer: one
@@ -79,6 +81,29 @@ __device__ __forceinline__ void store_gemm_vector(const uint16_t* from, uint16_t
   *reinterpret_cast<uint4*>(to) = out.raw;
 }
 
+/* An activation as a type, for with_activation's callers. */
+template <int A>
+struct Act {
+  static constexpr int kValue = A;
+};
+
+/* Calls store(Act<a>{}) for the activation a that `act` names: one activation's code,
+ * chosen once per tile. Every activation inlined at each of the 128 accumulators made
+ * gemm_wgmma 40 thousand instructions long, and its warps waited on instruction fetch
+ * (4096 x 1024 x 1024: 61 us a GEMM, 20 without the epilogue). */
+template <typename Store>
+__device__ __forceinline__ void with_activation(int act, Store store) {
+  switch (act) {
+    case EMBER_K_UNARY_RELU: store(Act<EMBER_K_UNARY_RELU>{}); break;
+    case EMBER_K_UNARY_GELU_ERF: store(Act<EMBER_K_UNARY_GELU_ERF>{}); break;
+    case EMBER_K_UNARY_GELU_TANH: store(Act<EMBER_K_UNARY_GELU_TANH>{}); break;
+    case EMBER_K_UNARY_SIGMOID: store(Act<EMBER_K_UNARY_SIGMOID>{}); break;
+    case EMBER_K_UNARY_TANH: store(Act<EMBER_K_UNARY_TANH>{}); break;
+    case EMBER_K_UNARY_SILU: store(Act<EMBER_K_UNARY_SILU>{}); break;
+    default: store(Act<EMBER_K_UNARY_IDENTITY>{}); break;
+  }
+}
+
 /* Writes a warpgroup's 64 rows (from row0) by BN columns (from n0) of y from its tile in
  * shared memory, applying activation kAct: 16 bytes (8 columns) a thread at a time, a
  * row's 32 vectors by consecutive threads. A tile wholly inside y takes a loop without
@@ -87,7 +112,7 @@ __device__ __forceinline__ void store_gemm_vector(const uint16_t* from, uint16_t
  * 4096, four erf GELU epilogues, took 73.3-73.9 us against 74.2-74.9 with the tests (an
  * H100, same call; 2 vectors at a time 74.0-74.9, 8 73.7-75.1). */
 template <typename T, int kAct>
-__device__ __forceinline__ void store_gemm_tile(const ember_k_gemm_wgmma_params& p,
+__device__ __forceinline__ void store_gemm_tile(const ember_k_linear_tma_params& p,
                                                 const uint16_t* tile, int row0, int n0) {
   uint16_t* y = reinterpret_cast<uint16_t*>(p.y);
   const int thread = threadIdx.x & 127;
@@ -174,16 +199,15 @@ __device__ __forceinline__ void gemm_wgmma_consume(const ember_k_gemm_wgmma_para
   }
   /* The warpgroup's own barrier (2 and 3; 0 is __syncthreads'). */
   asm volatile("bar.sync %0, 128;\n" ::"r"(group + 2) : "memory");
-  /* One activation's code, chosen once: every activation inlined at each of the 128
-   * accumulators made the kernel 40 thousand instructions long, and its warps waited on
-   * instruction fetch (4096 x 1024 x 1024: 61 us a GEMM, 20 without the epilogue). */
-  switch (p.act) {
-    case EMBER_K_UNARY_GELU_ERF: store_gemm_tile<T, EMBER_K_UNARY_GELU_ERF>(p, tile, m0 + 64 * group, n0); break;
-    case EMBER_K_UNARY_SIGMOID: store_gemm_tile<T, EMBER_K_UNARY_SIGMOID>(p, tile, m0 + 64 * group, n0); break;
-    case EMBER_K_UNARY_TANH: store_gemm_tile<T, EMBER_K_UNARY_TANH>(p, tile, m0 + 64 * group, n0); break;
-    case EMBER_K_UNARY_SILU: store_gemm_tile<T, EMBER_K_UNARY_SILU>(p, tile, m0 + 64 * group, n0); break;
-    default: store_gemm_tile<T, EMBER_K_UNARY_IDENTITY>(p, tile, m0 + 64 * group, n0); break;
-  }
+  with_activation(p.linear.act, [&](auto act) {
+    store_gemm_tile<T, decltype(act)::kValue>(p.linear, tile, m0 + 64 * group, n0);
+  });
+}
+
+/* The producer's first act: have the tensor maps fetched while the barriers settle. */
+__device__ __forceinline__ void prefetch_linear_maps(const ember_k_linear_tma_params& p) {
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(&p.x_map) : "memory");
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(&p.w_map) : "memory");
 }
 
 /* The producer's copies of w's tile for K tile kt into stage memory x_tile (after x's),
@@ -193,12 +217,12 @@ __device__ __forceinline__ void copy_w_tile(const ember_k_gemm_wgmma_params& p, 
                                             int kt, int n0, uint32_t rank, uint32_t bar) {
   if constexpr (kGemmCluster > 1) {
     constexpr int kShare = kGemmBN / kGemmCluster;
-    tma_load_2d_multicast(x_tile + (uint32_t)(kGemmXBytes + (int)rank * kShare * 128), &p.w_map,
+    tma_load_2d_multicast(x_tile + (uint32_t)(kGemmXBytes + (int)rank * kShare * 128), &p.linear.w_map,
                           kt * kGemmBK, n0 + (int)rank * kShare, bar,
                           (uint16_t)((1u << kGemmCluster) - 1u));
   } else {
     (void)rank;
-    tma_load_2d(x_tile + (uint32_t)kGemmXBytes, &p.w_map, kt * kGemmBK, n0, bar);
+    tma_load_2d(x_tile + (uint32_t)kGemmXBytes, &p.linear.w_map, kt * kGemmBK, n0, bar);
   }
 }
 
@@ -209,9 +233,8 @@ template <typename Full, typename Empty>
 __device__ __forceinline__ void gemm_wgmma_produce(const ember_k_gemm_wgmma_params& p,
                                                    uint32_t ring, Full full, Empty empty, int m0,
                                                    int n0, uint32_t rank) {
-  asm volatile("prefetch.tensormap [%0];\n" ::"l"(&p.x_map) : "memory");
-  asm volatile("prefetch.tensormap [%0];\n" ::"l"(&p.w_map) : "memory");
-  const int early = p.constant_operands ? min(kGemmStages, p.k_tiles) : 0;
+  prefetch_linear_maps(p.linear);
+  const int early = p.linear.constant_operands ? min(kGemmStages, p.k_tiles) : 0;
   for (int kt = 0; kt < early; ++kt) {
     mbarrier_expect_tx(full(kt), (uint32_t)kGemmStageBytes);
     copy_w_tile(p, ring + (uint32_t)(kt * kGemmStageBytes), kt, n0, rank, full(kt));
@@ -228,7 +251,7 @@ __device__ __forceinline__ void gemm_wgmma_produce(const ember_k_gemm_wgmma_para
       mbarrier_expect_tx(full(s), (uint32_t)kGemmStageBytes);
       copy_w_tile(p, x_tile, kt, n0, rank, full(s));
     }
-    tma_load_2d(x_tile, &p.x_map, kt * kGemmBK, m0, full(s));
+    tma_load_2d(x_tile, &p.linear.x_map, kt * kGemmBK, m0, full(s));
   }
 }
 
@@ -265,10 +288,11 @@ __device__ __forceinline__ void gemm_wgmma(const ember_k_gemm_wgmma_params& p, u
     } else if (tid >= 32) {
       /* Warps 1-3: the tile's bias in float32 for the epilogue, zeros past n or without
        * one. */
-      if (!p.constant_operands) wait_previous_grid();
-      const uint16_t* bias = reinterpret_cast<const uint16_t*>(p.bias);
+      if (!p.linear.constant_operands) wait_previous_grid();
+      const uint16_t* bias = reinterpret_cast<const uint16_t*>(p.linear.bias);
       for (int c = tid - 32; c < kGemmBN; c += 96) {
-        bias_tile[c] = p.has_bias && n0 + c < p.n ? Bits<T>::to_float(bias[n0 + c]) : 0.0f;
+        bias_tile[c] =
+            p.linear.has_bias && n0 + c < p.linear.n ? Bits<T>::to_float(bias[n0 + c]) : 0.0f;
       }
       asm volatile("bar.arrive 1, %0;\n" ::"n"(kGemmEpilogueThreads) : "memory");
     }
@@ -309,7 +333,7 @@ constexpr int kNarrowOutStride = kNarrowBM + 8; /* elements between rows of the 
  * kNarrowOutStride apart) with activation kAct, 16 bytes a thread: consecutive threads
  * along a row of y; rows and columns past y's left out (n is a multiple of 8). */
 template <typename T, int R, int kAct>
-__device__ __forceinline__ void store_narrow_tile(const ember_k_gemm_narrow_params& p,
+__device__ __forceinline__ void store_narrow_tile(const ember_k_linear_tma_params& p,
                                                   const uint16_t* tile, int m0, int n0) {
   uint16_t* y = reinterpret_cast<uint16_t*>(p.y);
   constexpr int kRowVectors = kNarrowBM / 8;
@@ -338,11 +362,11 @@ __device__ __forceinline__ void gemm_narrow_consume(const ember_k_gemm_narrow_pa
    * is not the epilogue's wait; a bias a kernel of the run writes only after the wait. */
   const int col = 16 * warp + (lane >> 2);
   float bias_lo = 0.0f, bias_hi = 0.0f;
-  if (!p.constant_operands) wait_previous_grid();
-  if (p.has_bias) {
-    const uint16_t* bias = reinterpret_cast<const uint16_t*>(p.bias);
-    if (n0 + col < p.n) bias_lo = Bits<T>::to_float(bias[n0 + col]);
-    if (n0 + col + 8 < p.n) bias_hi = Bits<T>::to_float(bias[n0 + col + 8]);
+  if (!p.linear.constant_operands) wait_previous_grid();
+  if (p.linear.has_bias) {
+    const uint16_t* bias = reinterpret_cast<const uint16_t*>(p.linear.bias);
+    if (n0 + col < p.linear.n) bias_lo = Bits<T>::to_float(bias[n0 + col]);
+    if (n0 + col + 8 < p.linear.n) bias_hi = Bits<T>::to_float(bias[n0 + col + 8]);
   }
   wait_previous_grid(); /* y may be memory the previous kernel reads */
   float acc[R / 2];
@@ -393,16 +417,19 @@ __device__ __forceinline__ void gemm_narrow_consume(const ember_k_gemm_narrow_pa
     }
   }
   asm volatile("bar.sync 1, 128;\n" ::: "memory");
-  /* One activation's code, chosen once (as gemm_wgmma_consume's): 8 vectors of 8 columns a
-   * row of the tile, consecutive threads along a row of y. */
-  switch (p.act) {
-    case EMBER_K_UNARY_RELU: store_narrow_tile<T, R, EMBER_K_UNARY_RELU>(p, tile, m0, n0); break;
-    case EMBER_K_UNARY_GELU_ERF: store_narrow_tile<T, R, EMBER_K_UNARY_GELU_ERF>(p, tile, m0, n0); break;
-    case EMBER_K_UNARY_GELU_TANH: store_narrow_tile<T, R, EMBER_K_UNARY_GELU_TANH>(p, tile, m0, n0); break;
-    case EMBER_K_UNARY_SIGMOID: store_narrow_tile<T, R, EMBER_K_UNARY_SIGMOID>(p, tile, m0, n0); break;
-    case EMBER_K_UNARY_TANH: store_narrow_tile<T, R, EMBER_K_UNARY_TANH>(p, tile, m0, n0); break;
-    case EMBER_K_UNARY_SILU: store_narrow_tile<T, R, EMBER_K_UNARY_SILU>(p, tile, m0, n0); break;
-    default: store_narrow_tile<T, R, EMBER_K_UNARY_IDENTITY>(p, tile, m0, n0); break;
+  /* 8 vectors of 8 columns a row of the tile, consecutive threads along a row of y. */
+  with_activation(p.linear.act, [&](auto act) {
+    store_narrow_tile<T, R, decltype(act)::kValue>(p.linear, tile, m0, n0);
+  });
+}
+
+/* The producer's copies of stage st's B boxes of w to `stage`, counted by barrier `full`. */
+template <int kBoxes>
+__device__ __forceinline__ void copy_w_boxes(const ember_k_gemm_narrow_params& p, uint32_t stage,
+                                             int st, int n0, uint32_t full) {
+  for (int b = 0; b < kBoxes; ++b) {
+    tma_load_2d(stage + (uint32_t)(b * kNarrowWBoxBytes), &p.linear.w_map,
+                (st * kBoxes + b) * kNarrowBK, n0, full);
   }
 }
 
@@ -415,16 +442,12 @@ __device__ __forceinline__ void gemm_narrow_produce(const ember_k_gemm_narrow_pa
                                                     uint32_t empty0, int m0, int n0) {
   constexpr int kXBoxBytes = R * kNarrowBK * 2;
   constexpr int kStageBytes = kBoxes * (kNarrowWBoxBytes + kXBoxBytes);
-  asm volatile("prefetch.tensormap [%0];\n" ::"l"(&p.x_map) : "memory");
-  asm volatile("prefetch.tensormap [%0];\n" ::"l"(&p.w_map) : "memory");
-  const int early = p.constant_operands ? min(p.stages, p.k_stages) : 0;
+  prefetch_linear_maps(p.linear);
+  const int early = p.linear.constant_operands ? min(p.stages, p.k_stages) : 0;
   for (int st = 0; st < early; ++st) {
     const uint32_t full = full0 + 8u * (uint32_t)st, stage = ring + (uint32_t)(st * kStageBytes);
     mbarrier_expect_tx(full, (uint32_t)kStageBytes);
-    for (int b = 0; b < kBoxes; ++b) {
-      tma_load_2d(stage + (uint32_t)(b * kNarrowWBoxBytes), &p.w_map,
-                  (st * kBoxes + b) * kNarrowBK, n0, full);
-    }
+    copy_w_boxes<kBoxes>(p, stage, st, n0, full);
   }
   wait_previous_grid();
   int s = 0;
@@ -436,13 +459,10 @@ __device__ __forceinline__ void gemm_narrow_produce(const ember_k_gemm_narrow_pa
        * its empty barrier); the first use of each waits for nothing. */
       if (st >= p.stages) mbarrier_wait(empty0 + 8u * (uint32_t)s, phase ^ 1u);
       mbarrier_expect_tx(full, (uint32_t)kStageBytes);
-      for (int b = 0; b < kBoxes; ++b) {
-        tma_load_2d(stage + (uint32_t)(b * kNarrowWBoxBytes), &p.w_map,
-                    (st * kBoxes + b) * kNarrowBK, n0, full);
-      }
+      copy_w_boxes<kBoxes>(p, stage, st, n0, full);
     }
     for (int b = 0; b < kBoxes; ++b) {
-      tma_load_2d(stage + (uint32_t)(kBoxes * kNarrowWBoxBytes + b * kXBoxBytes), &p.x_map,
+      tma_load_2d(stage + (uint32_t)(kBoxes * kNarrowWBoxBytes + b * kXBoxBytes), &p.linear.x_map,
                   (st * kBoxes + b) * kNarrowBK, m0, full);
     }
     if (++s == p.stages) {
