@@ -15,16 +15,17 @@
  *                                  the activation after it or none) runs as one
  *                                  gemm_wgmma kernel on Hopper instead of a cuBLASLt
  *                                  GEMM (and a kernel for an activation cuBLASLt cannot
- *                                  fuse). auto (the default): where its 128 x 256 tiles
- *                                  fit in one wave of the GPU's SMs (the MLP's 4096 x
- *                                  1024 x 1024; with more, cuBLASLt's kernels did
- *                                  better), with an activation cuBLASLt lacks (GELU's erf
- *                                  form, SIGMOID, TANH, SILU), or with any or none in a
- *                                  program that then loads no cuBLASLt (mlp_tanh at batch
- *                                  4096: create skips cuBLASLt's load and heuristics). 1:
- *                                  wherever it can, 0: never (nor the narrow kernel);
- *                                  for measurement. A program whose GEMMs all take it
- *                                  (or the narrow kernel) skips cuBLASLt at create.
+ *                                  fuse). auto (the default): in a program that then
+ *                                  loads no cuBLASLt, wherever it can (create skips
+ *                                  cuBLASLt's load and heuristics: mlp_tanh at batch
+ *                                  4096 and the encoder at batch 32 in 19-46 ms instead
+ *                                  of 190-230, at 1-4% more time a call); elsewhere with
+ *                                  an activation cuBLASLt lacks (GELU's erf form,
+ *                                  SIGMOID, TANH, SILU) where its tiles fit in one wave of
+ *                                  the GPU's SMs (the MLP's 4096 x 1024 x 1024). 1:
+ *                                  wherever it can, 0: never (nor the narrow kernel), for
+ *                                  measurement, and for the last percent of speed where
+ *                                  create's time does not matter.
  *   EMBER_CUDA_GEMM_NARROW=0|1|auto a LINEAR of few rows (float16 or bfloat16, with any
  *                                  activation after it or none) runs as one narrow GEMM
  *                                  kernel on Hopper (64 outputs by 16-128 rows a block:

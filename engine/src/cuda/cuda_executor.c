@@ -163,12 +163,13 @@ typedef struct ember_cuda_executor {
   bool* add_into_norm;
   uint32_t norm_adds;
   /* LINEARs run (with the activation after them, if any) on the gemm_wgmma kernel
-   * (linear_takes_gemm_wgmma). */
+   * (linear_takes_gemm_wgmma), and of those in its narrower tiles (gemm_wgmma_columns). */
   uint32_t gemm_wgmmas;
+  uint32_t gemm_wgmmas_small;
   /* LINEARs of few rows run on the narrow GEMM kernel (linear_takes_gemm_narrow). */
   uint32_t gemm_narrows;
   /* Set in open_cublaslt when Ember's kernels can take every GEMM of the program once
-   * gemm_wgmma takes any activation: then, under EMBER_CUDA_GEMM_WGMMA=auto, it does, and
+   * gemm_wgmma takes any LINEAR it can: then, under EMBER_CUDA_GEMM_WGMMA=auto, it does, and
    * cuBLASLt is not loaded (linear_takes_gemm_wgmma). */
   bool tma_gemms_only;
   /* The product [O, N·OH·OW] of a CONV2D that runs as one GEMM over all its images, before
@@ -1139,32 +1140,56 @@ static bool linear_fits_tma_gemm(const ember_plan* plan, const ember_op_desc* op
   return true;
 }
 
+/* gemm_wgmma's columns a tile for a LINEAR of `rows` rows and n outputs:
+ * EMBER_K_GEMM_WGMMA_BN_SMALL where its waves of tiles take less time (waves times a
+ * tile's columns), else EMBER_K_GEMM_WGMMA_BN. The encoder's 768 outputs at 4096 rows
+ * make 128 tiles of 192 columns in one wave, where 96 of 256 left 36 SMs idle; its QKV's
+ * 2304, three waves of 192 against three of 256; the MLP's 1024, one wave of 256 against
+ * two of 192. */
+static uint32_t gemm_wgmma_columns(const ember_cuda_executor* executor, uint64_t rows,
+                                   int64_t n) {
+  static const uint32_t kColumns[2] = {EMBER_K_GEMM_WGMMA_BN, EMBER_K_GEMM_WGMMA_BN_SMALL};
+  const uint64_t m_tiles = ceil_div_u64(rows, EMBER_K_GEMM_WGMMA_BM);
+  uint32_t best = kColumns[0];
+  uint64_t best_cost = UINT64_MAX;
+  for (int c = 0; c < 2; ++c) {
+    const uint64_t tiles = m_tiles * ceil_div_u64((uint64_t)n, kColumns[c]);
+    const uint64_t cost = ceil_div_u64(tiles, (uint64_t)executor->sm_count) * kColumns[c];
+    if (cost < best_cost) {
+      best = kColumns[c];
+      best_cost = cost;
+    }
+  }
+  return best;
+}
+
 /* Whether LINEAR op runs on the gemm_wgmma kernel (kernel_params.h) with activation `next`
  * (which reads its output; NULL: none): a LINEAR that fits the TMA kernels
- * (linear_fits_tma_gemm) with enough 128 x 256 tiles, on an executor that uses the kernel
- * (uses_gemm_wgmma). Under EMBER_CUDA_GEMM_WGMMA=1 with any activation of its dtype or
- * none, whatever its tiles. Under auto where they fit in one wave (no more than the SMs):
- * with an activation cuBLASLt's epilogue lacks (GELU's erf form, SIGMOID, TANH, SILU),
- * or with any or none in a program that then needs no cuBLASLt at all
- * (executor->tma_gemms_only).
+ * (linear_fits_tma_gemm) with enough tiles (gemm_wgmma_columns'), on an executor that
+ * uses the kernel (uses_gemm_wgmma). Under EMBER_CUDA_GEMM_WGMMA=1 with any activation
+ * of its dtype or none, whatever its tiles, and so under auto in a program that then
+ * needs no cuBLASLt at all (executor->tma_gemms_only). Else, under auto, with an
+ * activation cuBLASLt's epilogue lacks (GELU's erf form, SIGMOID, TANH, SILU) where its
+ * tiles fit in one wave (no more than the SMs).
  *
  * In one wave the activation costs less in its epilogue than as a kernel of its own: on
  * an H100 the MLP at batch 4096 (four 4096 x 1024 x 1024 LINEAR + erf GELU pairs, 128
  * tiles each) ran in 77.4-77.7 us on it against 84.0 on cuBLASLt and the GELU kernel, and
- * created in 16 ms instead of 146 (same device call). With GELU's tanh form, which
- * cuBLASLt fuses, the kernel is slower than cuBLASLt, but a program that loads no
- * cuBLASLt creates in a tenth of the time, where the init bound leaves 50 ms beside the
- * weights' upload: mlp_tanh at batch 4096 ran 73.0 us against 71.0 and created in 20.0 ms
- * against 174.3 (bound 51.2; an H100, same call). With more waves each one pays the
- * activation after its MMAs, and cuBLASLt's persistent kernels do better: with every
- * LINEAR of the encoder at batch 32 on Ember's kernels (QKV's 288 tiles, the first
- * feed-forward's 384) it ran 642.0 us against 554.4, over its 600 us target. */
+ * created in 16 ms instead of 146 (same device call). Elsewhere cuBLASLt's GEMMs are
+ * faster (its persistent kernels most of all in several waves), but a program that loads
+ * no cuBLASLt creates in a fraction of the time, where the init bound leaves 50 ms beside
+ * the weights' upload. On an H100, same calls: mlp_tanh at batch 4096 (GELU's tanh form,
+ * which cuBLASLt fuses) ran 71.8-73.5 us against 71.3 and created in 19.4-25.8 ms against
+ * 229.9 (bound 50.6-51.1); the encoder at batch 32 (4096 rows, QKV in three waves of 192
+ * columns) ran 580.1-582.4 us against 558.3, within its 600 us target, and created in
+ * 30.2-45.5 ms against 192.4 (bound 54.3-57.6). In tiles of 256 columns alone it had run
+ * 642.0 us against 554.4. */
 static bool linear_takes_gemm_wgmma(const ember_cuda_executor* executor, const ember_op_desc* op,
                                     const ember_op_desc* next) {
   const ember_plan* plan = executor->plan;
   const ember_mode mode = ember_settings_get()->cuda_gemm_wgmma;
-  const bool forced = mode == EMBER_MODE_ON;
-  const bool any_activation = forced || (mode == EMBER_MODE_AUTO && executor->tma_gemms_only);
+  const bool forced =
+      mode == EMBER_MODE_ON || (mode == EMBER_MODE_AUTO && executor->tma_gemms_only);
   const bool lacking =
       next != NULL &&
       ((next->opcode == EMBER_OP_GELU &&
@@ -1173,7 +1198,7 @@ static bool linear_takes_gemm_wgmma(const ember_cuda_executor* executor, const e
        next->opcode == EMBER_OP_SILU);
   int64_t k, n;
   uint64_t rows;
-  if (!uses_gemm_wgmma(executor) || !(lacking || any_activation) ||
+  if (!uses_gemm_wgmma(executor) || !(lacking || forced) ||
       !linear_fits_tma_gemm(plan, op, &k, &n, &rows)) {
     return false;
   }
@@ -1183,7 +1208,7 @@ static bool linear_takes_gemm_wgmma(const ember_cuda_executor* executor, const e
     return false;
   }
   const uint64_t tiles = ceil_div_u64(rows, EMBER_K_GEMM_WGMMA_BM) *
-                         ceil_div_u64((uint64_t)n, EMBER_K_GEMM_WGMMA_BN);
+                         ceil_div_u64((uint64_t)n, gemm_wgmma_columns(executor, rows, n));
   return tiles >= EMBER_CUDA_GEMM_WGMMA_MIN_TILES && tiles <= INT32_MAX &&
          (forced || tiles <= (uint64_t)executor->sm_count);
 }
@@ -1334,12 +1359,18 @@ static ember_status* add_linear_tma_step(ember_cuda_executor* executor, uint32_t
 static ember_status* add_gemm_wgmma_step(ember_cuda_executor* executor, uint32_t i,
                                          uint32_t fused) {
   const ember_plan* plan = executor->plan;
+  const ember_op_desc* op = &plan->ops[i];
+  const ember_tensor_desc* x = ember_plan_op_input_tensor(plan, op, 0);
+  const ember_tensor_desc* y = ember_plan_op_output_tensor(plan, op, 0);
+  const int64_t n = y->dims[y->rank - 1];
+  const uint32_t columns =
+      gemm_wgmma_columns(executor, x->numel / (uint64_t)x->dims[x->rank - 1], n);
   ember_k_gemm_wgmma_params p;
   memset(&p, 0, sizeof p);
   p.linear = linear_tma_params(plan, i, fused, EMBER_K_GEMM_WGMMA_BM,
-                               EMBER_K_GEMM_WGMMA_BN / EMBER_K_GEMM_WGMMA_CLUSTER);
+                               (int32_t)columns / EMBER_K_GEMM_WGMMA_CLUSTER);
   p.k_tiles = (int32_t)ceil_div_u64((uint64_t)p.linear.k, EMBER_K_GEMM_WGMMA_BK);
-  p.n_tiles = (int32_t)ceil_div_u64((uint64_t)p.linear.n, EMBER_K_GEMM_WGMMA_BN);
+  p.n_tiles = (int32_t)ceil_div_u64((uint64_t)n, columns);
   /* Whole clusters: a block past the last row tile still copies its share of w's tiles
    * for the others, and writes nothing. */
   const uint64_t m_tiles =
@@ -1347,11 +1378,14 @@ static ember_status* add_gemm_wgmma_step(ember_cuda_executor* executor, uint32_t
                    EMBER_K_GEMM_WGMMA_CLUSTER) *
       EMBER_K_GEMM_WGMMA_CLUSTER;
   ++executor->gemm_wgmmas;
-  const ember_tensor_desc* y = ember_plan_op_output_tensor(plan, &plan->ops[i], 0);
-  return add_linear_tma_step(executor, i, fused,
-                             EMBER_CUDA_KERNEL_GEMM_WGMMA + ember_cuda_half_index(y->dtype),
-                             m_tiles * (uint64_t)p.n_tiles, EMBER_K_GEMM_WGMMA_THREADS,
-                             EMBER_K_GEMM_WGMMA_SMEM_BYTES, &p, sizeof p);
+  const bool small = columns == EMBER_K_GEMM_WGMMA_BN_SMALL;
+  if (small) ++executor->gemm_wgmmas_small;
+  const uint32_t kernel =
+      (small ? EMBER_CUDA_KERNEL_GEMM_WGMMA_SMALL : EMBER_CUDA_KERNEL_GEMM_WGMMA) +
+      ember_cuda_half_index(y->dtype);
+  return add_linear_tma_step(executor, i, fused, kernel, m_tiles * (uint64_t)p.n_tiles,
+                             EMBER_K_GEMM_WGMMA_THREADS, EMBER_K_GEMM_WGMMA_SMEM_BYTES, &p,
+                             sizeof p);
 }
 
 /* ---- LINEAR of few rows (and the activation after it) on the narrow GEMM kernel ------- */
@@ -5279,8 +5313,8 @@ static ember_status* open_device(ember_cuda_executor* executor) {
  * (executor_needs_cublaslt; readers: count_readers's). */
 static ember_status* open_cublaslt(ember_cuda_executor* executor, const uint32_t* readers) {
   /* Which ops take cuBLASLt depends on the kernels this GPU loaded (gemm_wgmma), and on
-   * whether they can take every GEMM of the program once gemm_wgmma takes any activation
-   * (tma_gemms_only): asked first. */
+   * whether they can take every GEMM of the program once gemm_wgmma takes any LINEAR it
+   * can (tma_gemms_only): asked first. */
   uint32_t gemm_op = 0;
   executor->tma_gemms_only = true;
   executor->tma_gemms_only = !executor_needs_cublaslt(executor, readers, &gemm_op);
@@ -5433,6 +5467,7 @@ void ember_cuda_executor_get_info(const ember_executor* base,
   out_info->conv_wgmma = uses_conv_wgmma(executor);
   out_info->conv_halo = uses_conv_halo(executor);
   out_info->gemm_wgmmas = executor->gemm_wgmmas;
+  out_info->gemm_wgmmas_small = executor->gemm_wgmmas_small;
   out_info->gemm_wgmma = uses_gemm_wgmma(executor);
   out_info->gemm_narrows = executor->gemm_narrows;
   out_info->gemm_narrow = uses_gemm_narrow(executor);

@@ -76,8 +76,9 @@ typedef struct ember_cuda_executor_info {
                                      block) */
   uint32_t norm_adds;             /* ADDs done by the LAYER_NORM right after them */
   uint32_t gemv_kernels;         /* LINEAR ops of few rows run as the gemv kernel, not cuBLASLt */
-  uint32_t gemm_wgmmas;          /* LINEAR ops run with the activation after them (one cuBLASLt
-                                    cannot fuse) on the gemm_wgmma kernel */
+  uint32_t gemm_wgmmas;          /* LINEAR ops run (with the activation after them, if any)
+                                    on the gemm_wgmma kernel */
+  uint32_t gemm_wgmmas_small;    /* of those, in tiles of EMBER_K_GEMM_WGMMA_BN_SMALL columns */
   bool gemm_wgmma;               /* this executor uses that kernel (compute capability 9.0,
                                     EMBER_CUDA_GEMM_WGMMA=1, EMBER_CUDA_WGMMA not 0) */
   uint32_t gemm_narrows;         /* LINEAR ops of few rows run on the narrow GEMM kernel (with

@@ -138,6 +138,7 @@ static const struct {
     PER_HALF(EMBER_CUDA_KERNEL_GEMM_NARROW + 26, gemm_wgmma, "ember_gemm_narrow128_2"),
     PER_HALF(EMBER_CUDA_KERNEL_GEMM_NARROW + 28, gemm_wgmma, "ember_gemm_narrow128_3"),
     PER_HALF(EMBER_CUDA_KERNEL_GEMM_NARROW + 30, gemm_wgmma, "ember_gemm_narrow128_4"),
+    PER_HALF(EMBER_CUDA_KERNEL_GEMM_WGMMA_SMALL, gemm_wgmma, "ember_gemm_wgmma192"),
 };
 #undef PER_DTYPE
 #undef PER_HALF
@@ -242,6 +243,8 @@ ember_status* ember_cuda_kernels_load(const ember_cuda_driver* driver,
   out_kernels->gemm_wgmma =
       status == NULL && out_kernels->modules[EMBER_CUDA_MODULE_gemm_wgmma] != NULL &&
       allow_dynamic_shared(driver, out_kernels, EMBER_CUDA_KERNEL_GEMM_WGMMA, 2,
+                           EMBER_K_GEMM_WGMMA_SMEM_BYTES) &&
+      allow_dynamic_shared(driver, out_kernels, EMBER_CUDA_KERNEL_GEMM_WGMMA_SMALL, 2,
                            EMBER_K_GEMM_WGMMA_SMEM_BYTES);
   out_kernels->gemm_narrow =
       out_kernels->gemm_wgmma &&

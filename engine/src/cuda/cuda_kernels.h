@@ -63,7 +63,10 @@ typedef enum ember_cuda_kernel_id {
   /* sm_90a only (gemm_wgmma), the narrow GEMM by R = 16 << r and B K tiles a stage
    * (kernel_params.h ember_k_gemm_narrow_params): + 2·(4·r + B - 1) + dtype index - 1 */
   EMBER_CUDA_KERNEL_GEMM_NARROW = 94,
-  EMBER_CUDA_KERNEL_COUNT = 126,
+  /* sm_90a only (gemm_wgmma), gemm_wgmma's tiles of EMBER_K_GEMM_WGMMA_BN_SMALL columns;
+   * + dtype index - 1 */
+  EMBER_CUDA_KERNEL_GEMM_WGMMA_SMALL = 126,
+  EMBER_CUDA_KERNEL_COUNT = 128,
 } ember_cuda_kernel_id;
 
 #define EMBER_CUDA_MODULE_COUNT 15

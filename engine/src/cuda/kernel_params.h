@@ -618,12 +618,16 @@ typedef struct ember_k_linear_tma_params {
   int32_t constant_operands;
 } ember_k_linear_tma_params;
 
-/* ember_gemm_wgmma_<f16|bf16>: a LINEAR of many rows (ember_k_linear_tma_params; x's box
- * BK x BM, w's BK x BN / CLUSTER). A block of THREADS threads computes a BM x BN tile of
- * y: one warpgroup issues the copies into a ring of STAGES stages, two compute (64 rows
- * each). blockIdx.x / CLUSTER % n_tiles is the block's column tile. */
+/* ember_gemm_wgmma_<f16|bf16>, ember_gemm_wgmma192_<f16|bf16>: a LINEAR of many rows
+ * (ember_k_linear_tma_params; x's box BK x BM, w's BK x BN / CLUSTER, BN 256 or
+ * BN_SMALL). A block of THREADS threads computes a BM x BN tile of y: one warpgroup issues
+ * the copies into a ring of STAGES stages, two compute (64 rows each). blockIdx.x /
+ * CLUSTER % n_tiles is the block's column tile. SMEM_BYTES is the wider tile's, enough
+ * for both. */
 #define EMBER_K_GEMM_WGMMA_BM 128
 #define EMBER_K_GEMM_WGMMA_BN 256
+/* ember_gemm_wgmma192's BN: the same block with 192 columns a tile. */
+#define EMBER_K_GEMM_WGMMA_BN_SMALL 192
 #define EMBER_K_GEMM_WGMMA_BK 64
 #define EMBER_K_GEMM_WGMMA_STAGES 4
 #define EMBER_K_GEMM_WGMMA_THREADS 384

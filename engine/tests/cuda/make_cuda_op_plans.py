@@ -11,8 +11,7 @@ the wide, 32-bit and fallback paths of the gather, LAYER_NORM, MAX_POOL2D and SD
 softmax (bandwidth_cases); MAX_POOL2D's row path and im2col's 16-byte gathers
 (conv_pool_cases); LINEARs with an activation on the gemm_wgmma kernel
 (gemm_wgmma_cases); LINEARs of few rows on the narrow GEMM kernel (gemm_narrow_cases);
-LINEARs with any activation on gemm_wgmma in programs that then load no cuBLASLt
-(tma_only_cases).
+LINEARs on gemm_wgmma in programs that then load no cuBLASLt (tma_only_cases).
 
 Integer inputs are drawn as floor(uniform(low, high)), so an EMBEDDING case's range is
 its index range; bool inputs are 0 or 1 at random whatever the range.
@@ -388,6 +387,8 @@ ONLY_DTYPES = {"sdpa_flash_encoder": ("f16",),
                "gemm_narrow_waves": ("f16", "bf16"), "gemm_narrow_r128": ("f16", "bf16"),
                "tma_only_gelu_tanh": ("f16", "bf16"), "tma_only_relu": ("f16", "bf16"),
                "tma_only_plain": ("f16", "bf16"), "tma_only_matmul_relu": ("f16", "bf16"),
+               "tma_only_wide": ("f16", "bf16"), "tma_only_matmul_waves": ("f16", "bf16"),
+               "tma_only_matmul_gelu": ("f16", "bf16"),
                "conv2d_halo_units": ("f16", "bf16"), "conv2d_halo_images_nchw": ("f16", "bf16"),
                "conv2d_halo_images_last": ("f16", "bf16"),
                "conv2d_halo_pool_stem": ("f16", "bf16"),
@@ -1604,37 +1605,40 @@ def linear_act(rows, k, n, opcode, approximate, bias, to_output, x_shape=None):
 
 
 def gemm_wgmma_cases():
-    """LINEAR + an activation cuBLASLt cannot fuse, with enough 128 x 256 tiles (64) for the
-    gemm_wgmma kernel on an H100 or H200: tails in every dim (rows, K and N past a whole
-    tile), no bias, an exact tile grid, and controls that keep cuBLASLt + a separate
-    kernel: too few tiles, K not a multiple of 8. After the other cases, so their seeds
-    stay as they were."""
-    # 33 x 2 tiles; rows 4100 = 32 tiles + 4, K 72 = 1 tile + 8, N 264 = 1 tile + 8.
+    """LINEAR + an activation cuBLASLt cannot fuse, with enough tiles (64) for the gemm_wgmma
+    kernel on an H100 or H200: tails in every dim (rows, K and N past a whole tile), no
+    bias, an exact tile grid, and controls that keep cuBLASLt + a separate kernel: too few
+    tiles, K not a multiple of 8. After the other cases, so their seeds stay as they
+    were."""
+    # 33 x 2 tiles of 192 columns; rows 4100 = 32 tiles + 4, K 72 = 1 tile + 8, N 264 = 192 +
+    # 72.
     yield ("gemm_wgmma_gelu_tails", -2.0, 2.0,
            linear_act(4100, 72, 264, pw.Op.GELU, 0, True, True))
-    # 32 x 2 tiles exactly, no bias, the output read by an ADD.
+    # 32 x 3 tiles of 192 columns (of 256 it would be 32 x 2 exactly), no bias, the output
+    # read by an ADD.
     yield ("gemm_wgmma_silu_grid", -2.0, 2.0,
            linear_act(4096, 64, 512, pw.Op.SILU, None, False, False))
-    # x of rank 3 (8192 rows), one column tile, K = 16.
+    # x of rank 3 (8192 rows), 64 x 2 tiles of 192 columns, K = 16.
     yield ("gemm_wgmma_sigmoid_rank3", -2.0, 2.0,
            linear_act(None, 16, 256, pw.Op.SIGMOID, None, True, True, x_shape=[4, 2048, 16]))
-    # 65 row tiles (a cluster of two padded with a block past the rows), K = 8.
+    # 65 row tiles (with clusters of two, padded with a block past the rows), K = 8.
     yield ("gemm_wgmma_tanh_k8", -2.0, 2.0,
            linear_act(8200, 8, 264, pw.Op.TANH, None, True, True))
     # 17 K tiles: the ring of 4 stages wraps four times; N = 8, so the second block's share
     # of w's tile lies wholly past w.
     yield ("gemm_wgmma_long_k", -2.0, 2.0,
            linear_act(8200, 1032, 8, pw.Op.GELU, 0, True, True))
-    # Controls: 4 tiles; K = 60 (65 tiles).
+    # Controls: 8 tiles; K = 60 (65 tiles).
     yield ("gemm_wgmma_few_tiles", -2.0, 2.0,
            linear_act(512, 64, 256, pw.Op.GELU, 0, True, True))
     yield ("gemm_wgmma_k60", -2.0, 2.0,
            linear_act(8200, 60, 8, pw.Op.GELU, 0, True, True))
 
 def gemm_wgmma_waves_cases():
-    """The control of EMBER_CUDA_GEMM_WGMMA=auto: 66 x 3 = 198 tiles of 128 x 256, more
-    than an H100's or H200's 132 SMs, which auto leaves on cuBLASLt + the GELU kernel and
-    1 runs on gemm_wgmma (after the other cases, so their seeds stay as they were)."""
+    """66 x 4 = 264 tiles of 128 x 192, more than an H100's or H200's 132 SMs: on gemm_wgmma
+    under 1, and under auto too as the program's only GEMM (tma_only_matmul_waves, the
+    same beside a MATMUL, is auto's control). After the other cases, so their seeds stay
+    as they were."""
     yield ("gemm_wgmma_waves", -2.0, 2.0,
            linear_act(8448, 16, 768, pw.Op.GELU, 0, True, True))
 
@@ -1697,21 +1701,30 @@ def beside_matmul(build):
 
 
 def tma_only_cases():
-    """Programs whose GEMMs Ember's kernels can all take once gemm_wgmma takes any
-    activation: under auto it does, in one wave, and they load no cuBLASLt (cuda_executor.c
+    """Programs whose GEMMs Ember's kernels can all take once gemm_wgmma takes any LINEAR it
+    can: under auto it does, and they load no cuBLASLt (cuda_executor.c
     linear_takes_gemm_wgmma): GELU's tanh form and RELU (which cuBLASLt's epilogue has) and
-    no activation. The control: a LINEAR + RELU beside a MATMUL, which only cuBLASLt runs,
-    stays on cuBLASLt under auto. After the other cases, so their seeds stay as they
-    were."""
-    # 32 x 2 = 64 tiles.
+    no activation, in tiles of 192 columns, and an erf GELU in tiles of 256. The controls:
+    LINEARs beside a MATMUL, which only cuBLASLt runs, stay on cuBLASLt under auto unless
+    their activation is one it lacks and their tiles fit in one wave. After the other
+    cases, so their seeds stay as they were."""
+    # 32 x 3 = 96 tiles of 192 columns.
     yield ("tma_only_gelu_tanh", -2.0, 2.0, linear_act(4096, 64, 512, pw.Op.GELU, 1, True, True))
-    # Tails in K and N (72 = 64 + 8, 520 = 2 x 256 + 8: 32 x 3 = 96 tiles), no bias, the
+    # Tails in K and N (72 = 64 + 8, 520 = 2 x 192 + 136: 32 x 3 = 96 tiles), no bias, the
     # output read by an ADD.
     yield ("tma_only_relu", -2.0, 2.0, linear_act(4096, 72, 520, pw.Op.RELU, None, False, False))
-    # 32 x 3 = 96 tiles, no activation.
+    # 32 x 4 = 128 tiles of 192 columns, no activation.
     yield ("tma_only_plain", -2.0, 2.0, linear_plain(4096, 16, 768, True))
+    # 33 x 4 = 132 tiles of 256 columns (one wave; 198 of 192 would make two), the last row
+    # tile of 4 rows, K 136 = 2 tiles + 8.
+    yield ("tma_only_wide", -2.0, 2.0, linear_act(4100, 136, 1024, pw.Op.GELU, 0, True, True))
     yield ("tma_only_matmul_relu", -2.0, 2.0,
            beside_matmul(linear_act(4096, 72, 520, pw.Op.RELU, None, False, False)))
+    # gemm_wgmma_waves' LINEAR: 66 x 4 = 264 tiles, two waves.
+    yield ("tma_only_matmul_waves", -2.0, 2.0,
+           beside_matmul(linear_act(8448, 16, 768, pw.Op.GELU, 0, True, True)))
+    yield ("tma_only_matmul_gelu", -2.0, 2.0,
+           beside_matmul(linear_act(4096, 64, 512, pw.Op.GELU, 0, True, True)))
 
 
 def gemv_mma_cases():

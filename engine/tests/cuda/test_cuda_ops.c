@@ -449,35 +449,48 @@ static const struct {
 /* LINEAR cases (with an activation or none; make_cuda_op_plans.py gemm_wgmma_cases,
  * tma_only_cases): how many LINEARs run on the gemm_wgmma kernel in float16 and bfloat16
  * where the executor uses it (info.gemm_wgmma: an H100 or H200 unless
- * EMBER_CUDA_GEMM_WGMMA=0), their 128 x 256 tiles, whether a MATMUL beside them loads
+ * EMBER_CUDA_GEMM_WGMMA=0), their rows and outputs, whether a MATMUL beside them loads
  * cuBLASLt anyway, whether their activation is one cuBLASLt's epilogue lacks, and the
  * activations fused on the kernel. Under 1 (the cuda.test_cuda_ops_gemm_wgmma variant) a
- * LINEAR takes the kernel whatever its tiles and activation; under auto (the default)
- * only where its tiles fit in one wave (no more than the GPU's SMs), and then with an
- * activation cuBLASLt lacks, or with any or none in a program without the MATMUL (which
- * then loads no cuBLASLt at all). 0 elsewhere and in float32 (cuBLASLt, then a bias_act
- * kernel for an activation it lacks). The first matching prefix counts. */
+ * LINEAR takes the kernel whatever its tiles and activation, and so under auto (the
+ * default) in a program without the MATMUL (which then loads no cuBLASLt at all); beside
+ * it, only with an activation cuBLASLt lacks and tiles that fit in one wave (no more than
+ * the GPU's SMs). 0 elsewhere and in float32 (cuBLASLt, then a bias_act kernel for an
+ * activation it lacks). The first matching prefix counts. */
 static const struct {
   const char* prefix;
   uint32_t gemm_wgmmas;
-  uint32_t tiles;
+  uint32_t rows, n;
   bool beside_matmul;
   bool lacking;
   uint32_t fused;
 } kGemmWgmma[] = {
-    {"gemm_wgmma_few_tiles_", 0, 4, false, true, 0}, /* too few */
-    {"gemm_wgmma_k60_", 0, 65, false, true, 0},      /* K not a multiple of 8 */
-    {"gemm_wgmma_gelu_tails_", 1, 66, false, true, 1},
-    {"gemm_wgmma_silu_grid_", 1, 64, false, true, 1},
-    {"gemm_wgmma_sigmoid_rank3_", 1, 64, false, true, 1},
-    {"gemm_wgmma_tanh_k8_", 1, 130, false, true, 1},
-    {"gemm_wgmma_long_k_", 1, 65, false, true, 1},
-    {"gemm_wgmma_waves_", 1, 198, false, true, 1}, /* more tiles than an H100's 132 SMs */
-    {"tma_only_gelu_tanh_", 1, 64, false, false, 1},
-    {"tma_only_relu_", 1, 96, false, false, 1},
-    {"tma_only_plain_", 1, 96, false, false, 0},
-    {"tma_only_matmul_relu_", 1, 96, true, false, 1}, /* auto's control: cuBLASLt loaded */
+    {"gemm_wgmma_few_tiles_", 0, 512, 256, false, true, 0}, /* too few tiles */
+    {"gemm_wgmma_k60_", 0, 8200, 8, false, true, 0},        /* K not a multiple of 8 */
+    {"gemm_wgmma_gelu_tails_", 1, 4100, 264, false, true, 1},
+    {"gemm_wgmma_silu_grid_", 1, 4096, 512, false, true, 1},
+    {"gemm_wgmma_sigmoid_rank3_", 1, 8192, 256, false, true, 1},
+    {"gemm_wgmma_tanh_k8_", 1, 8200, 264, false, true, 1},
+    {"gemm_wgmma_long_k_", 1, 8200, 8, false, true, 1},
+    {"gemm_wgmma_waves_", 1, 8448, 768, false, true, 1}, /* more tiles than 132 SMs */
+    {"tma_only_gelu_tanh_", 1, 4096, 512, false, false, 1},
+    {"tma_only_relu_", 1, 4096, 520, false, false, 1},
+    {"tma_only_plain_", 1, 4096, 768, false, false, 0},
+    {"tma_only_wide_", 1, 4100, 1024, false, true, 1}, /* tiles of 256 columns */
+    /* auto's controls: cuBLASLt loaded for the MATMUL */
+    {"tma_only_matmul_relu_", 1, 4096, 520, true, false, 1},
+    {"tma_only_matmul_waves_", 1, 8448, 768, true, true, 1},
+    {"tma_only_matmul_gelu_", 1, 4096, 512, true, true, 1}, /* taken: one wave */
 };
+
+/* gemm_wgmma's columns a tile (cuda_executor.c gemm_wgmma_columns, restated): 192 where
+ * its waves of tiles times 192 are fewer than those of 256 times 256. */
+static uint32_t gemm_wgmma_columns(uint32_t rows, uint32_t n, uint32_t sms) {
+  const uint32_t m_tiles = (rows + 127) / 128;
+  const uint32_t waves256 = (m_tiles * ((n + 255) / 256) + sms - 1) / sms;
+  const uint32_t waves192 = (m_tiles * ((n + 191) / 192) + sms - 1) / sms;
+  return waves192 * 192 < waves256 * 256 ? 192 : 256;
+}
 
 /* Narrow GEMM cases (make_cuda_op_plans.py gemm_narrow_cases): how many LINEARs run on
  * the narrow GEMM kernel in float16 and bfloat16 where the executor uses it
@@ -682,11 +695,19 @@ static void run_op_case(const char* dir, const char* name, double low, double hi
   }
   for (size_t c = 0; c < sizeof kGemmWgmma / sizeof kGemmWgmma[0]; ++c) {
     if (strncmp(name, kGemmWgmma[c].prefix, strlen(kGemmWgmma[c].prefix)) != 0) continue;
-    const bool one_wave = kGemmWgmma[c].tiles <= (uint32_t)g_sm_count;
+    const uint32_t columns =
+        gemm_wgmma_columns(kGemmWgmma[c].rows, kGemmWgmma[c].n, (uint32_t)g_sm_count);
+    const uint32_t tiles =
+        (kGemmWgmma[c].rows + 127) / 128 * ((kGemmWgmma[c].n + columns - 1) / columns);
+    const bool one_wave = tiles <= (uint32_t)g_sm_count;
     const bool taken = info.gemm_wgmma && !ends_with(name, "_f32") &&
-                       (g_gemm_wgmma_forced ||
-                        (one_wave && (kGemmWgmma[c].lacking || !kGemmWgmma[c].beside_matmul)));
+                       (g_gemm_wgmma_forced || !kGemmWgmma[c].beside_matmul ||
+                        (kGemmWgmma[c].lacking && one_wave));
     const uint32_t expected = taken ? kGemmWgmma[c].gemm_wgmmas : 0;
+    const uint32_t small = columns == 192 ? expected : 0;
+    EXPECT(info.gemm_wgmmas_small == small,
+           "%s: %u LINEAR on gemm_wgmma's tiles of 192 columns, expected %u (%u tiles)", name,
+           info.gemm_wgmmas_small, small, tiles);
     /* Off the kernel, an activation cuBLASLt lacks is fused only by the narrow kernel
      * (gemm_wgmma_few_tiles under auto); one it has, by cuBLASLt. */
     const uint32_t fused =

@@ -7,8 +7,9 @@
  * kernel_params.h (ember_k_linear_tma_params, ember_k_gemm_wgmma_params) has the
  * contract.
  *
- * A block of 384 threads computes a 128 x 256 tile of y (rows of x by rows of w), K = 64
- * at a time, through a ring of 4 stages of 48 KB. Warpgroup 0 is the producer: one
+ * A block of 384 threads computes a 128 x 256 tile of y (rows of x by rows of w), or 128 x
+ * 192 (ember_gemm_wgmma192: where the narrower tiles fill the SMs better; the executor's
+ * choice), K = 64 at a time, through a ring of 4 stages of 48 KB (40 KB). Warpgroup 0 is the producer: one
  * thread waits for a stage to be empty, then has the TMA copy x's 128 x 64 and w's 256 x
  * 64 tiles into it (128-byte rows with the 128-byte swizzle, the layout wgmma's
  * descriptors name; zeros past the tensors' ends), and the stage's full barrier counts
@@ -16,7 +17,7 @@
  * go out before the kernel waits for the one before it (PDL), so that only x's are left
  * once it has finished. Warps 1-3 of the producer put the tile's bias in shared memory
  * for the epilogue. Warpgroups 1 and 2 are the consumers, 64 rows each (wgmma's M) by
- * all 256 columns (N): each waits for a stage to be full, issues its 4 m64n256k16 MMAs,
+ * all 256 (192) columns (N): each waits for a stage to be full, issues its 4 m64nBNk16 MMAs,
  * and once the MMAs of the stage before have completed (wgmma.wait_group 1) releases
  * that one to the producer (an arrival per warp on its empty barrier). The producer gives
  * most of its registers to the consumers (setmaxnreg), who hold 128 accumulators a
@@ -44,31 +45,41 @@
 namespace ember {
 
 constexpr int kGemmBM = EMBER_K_GEMM_WGMMA_BM;
-constexpr int kGemmBN = EMBER_K_GEMM_WGMMA_BN;
 constexpr int kGemmBK = EMBER_K_GEMM_WGMMA_BK;
 constexpr int kGemmStages = EMBER_K_GEMM_WGMMA_STAGES;
 constexpr int kGemmXBytes = kGemmBM * kGemmBK * 2;
-constexpr int kGemmStageBytes = (kGemmBM + kGemmBN) * kGemmBK * 2;
 static_assert(kGemmBK * 2 == 128, "one K tile is one 128-byte swizzle row");
-static_assert(kGemmStageBytes % 1024 == 0 && kGemmXBytes % 1024 == 0,
-              "tiles keep the swizzle's alignment");
 constexpr int kGemmBarrierBytes = kGemmStages * 16;
-static_assert(kGemmStages * kGemmStageBytes + kGemmBarrierBytes + kGemmBN * 4 + 1024 ==
-                  EMBER_K_GEMM_WGMMA_SMEM_BYTES,
-              "the host's size");
-static_assert(EMBER_K_GEMM_WGMMA_THREADS == 384 && kGemmBM == 128 && kGemmBN == 256,
-              "a producer and two consumer warpgroups of 64 rows by 256 columns");
+static_assert(EMBER_K_GEMM_WGMMA_THREADS == 384 && kGemmBM == 128,
+              "a producer and two consumer warpgroups of 64 rows");
 constexpr uint32_t kGemmConsumerWarps = 8;
 /* Barrier 1 before the epilogue: the consumers, and the producer's warps 1-3, which write
  * the bias tile. */
 constexpr int kGemmEpilogueThreads = 256 + 96;
-constexpr int kGemmOutStride = kGemmBN + 8; /* elements between rows of the epilogue's tile */
-static_assert(2 * 64 * kGemmOutStride * 2 <= kGemmStages * kGemmStageBytes,
-              "both warpgroups' epilogue tiles fit in the ring");
 constexpr int kGemmCluster = EMBER_K_GEMM_WGMMA_CLUSTER;
-static_assert((kGemmCluster == 1 || kGemmCluster == 2 || kGemmCluster == 4) &&
-                  kGemmBN % (8 * kGemmCluster) == 0,
-              "blocks of a cluster sharing w's tile in whole groups of 8 rows");
+
+/* What depends on the tile's BN columns (EMBER_K_GEMM_WGMMA_BN or _BN_SMALL): a stage of
+ * x's and w's K tiles, and the epilogue's rows of BN + 8 elements. */
+template <int BN>
+struct GemmColumns {
+  static constexpr int kStageBytes = (kGemmBM + BN) * kGemmBK * 2;
+  static constexpr int kOutStride = BN + 8; /* elements between rows of the epilogue's tile */
+  static_assert(BN == EMBER_K_GEMM_WGMMA_BN || BN == EMBER_K_GEMM_WGMMA_BN_SMALL, "a host's BN");
+  static_assert(kStageBytes % 1024 == 0 && kGemmXBytes % 1024 == 0,
+                "tiles keep the swizzle's alignment");
+  static_assert(kGemmStages * kStageBytes + kGemmBarrierBytes + BN * 4 + 1024 <=
+                    EMBER_K_GEMM_WGMMA_SMEM_BYTES,
+                "within the host's size");
+  static_assert(2 * 64 * kOutStride * 2 <= kGemmStages * kStageBytes,
+                "both warpgroups' epilogue tiles fit in the ring");
+  static_assert((kGemmCluster == 1 || kGemmCluster == 2 || kGemmCluster == 4) &&
+                    BN % (8 * kGemmCluster) == 0,
+                "blocks of a cluster sharing w's tile in whole groups of 8 rows");
+};
+static_assert(GemmColumns<EMBER_K_GEMM_WGMMA_BN>::kStageBytes * kGemmStages + kGemmBarrierBytes +
+                      EMBER_K_GEMM_WGMMA_BN * 4 + 1024 ==
+                  EMBER_K_GEMM_WGMMA_SMEM_BYTES,
+              "the host's size is the wide tile's");
 
 /* One 16-byte vector (8 columns) of the epilogue's tile at `from` to y at `to`, with
  * activation kAct. */
@@ -111,17 +122,18 @@ __device__ __forceinline__ void with_activation(int act, Store store) {
  * interleaves (with a test per vector it kept to one vector at a time): the MLP at batch
  * 4096, four erf GELU epilogues, took 73.3-73.9 us against 74.2-74.9 with the tests (an
  * H100, same call; 2 vectors at a time 74.0-74.9, 8 73.7-75.1). */
-template <typename T, int kAct>
+template <typename T, int BN, int kAct>
 __device__ __forceinline__ void store_gemm_tile(const ember_k_linear_tma_params& p,
                                                 const uint16_t* tile, int row0, int n0) {
   uint16_t* y = reinterpret_cast<uint16_t*>(p.y);
   const int thread = threadIdx.x & 127;
-  constexpr int kRowVectors = kGemmBN / 8;
-  if (row0 + 64 <= p.rows && n0 + kGemmBN <= p.n) {
+  constexpr int kRowVectors = BN / 8;
+  constexpr int kOutStride = GemmColumns<BN>::kOutStride;
+  if (row0 + 64 <= p.rows && n0 + BN <= p.n) {
 #pragma unroll 4
     for (int v = thread; v < 64 * kRowVectors; v += 128) {
       const int r = v / kRowVectors, c = (v % kRowVectors) * 8;
-      store_gemm_vector<T, kAct>(tile + r * kGemmOutStride + c,
+      store_gemm_vector<T, kAct>(tile + r * kOutStride + c,
                                  y + (int64_t)(row0 + r) * p.n + n0 + c);
     }
     return;
@@ -130,32 +142,33 @@ __device__ __forceinline__ void store_gemm_tile(const ember_k_linear_tma_params&
   for (int v = thread; v < 64 * kRowVectors; v += 128) {
     const int r = v / kRowVectors, c = (v % kRowVectors) * 8;
     if (row0 + r >= p.rows || n0 + c >= p.n) continue;
-    store_gemm_vector<T, kAct>(tile + r * kGemmOutStride + c,
+    store_gemm_vector<T, kAct>(tile + r * kOutStride + c,
                                y + (int64_t)(row0 + r) * p.n + n0 + c);
   }
 }
 
 /* The consumer warpgroups' part: the MMAs over every K tile, then the epilogue. */
-template <typename T, typename Full, typename Empty>
+template <typename T, int BN, typename Full, typename Empty>
 __device__ __forceinline__ void gemm_wgmma_consume(const ember_k_gemm_wgmma_params& p,
                                                    uint8_t* smem, const float* bias_tile,
                                                    Full full, Empty empty, int m0, int n0) {
+  constexpr int kOutStride = GemmColumns<BN>::kOutStride;
   const uint32_t ring = shared_address(smem);
   const int tid = threadIdx.x;
   const int group = (tid >> 7) - 1, warp = (tid >> 5) & 3, lane = tid & 31;
-  float acc[128];
+  float acc[BN / 2];
 #pragma unroll
-  for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
+  for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
   for (int kt = 0; kt < p.k_tiles; ++kt) {
     const int s = kt % kGemmStages;
     mbarrier_wait(full(s), (uint32_t)((kt / kGemmStages) & 1));
-    const uint32_t x_tile = ring + (uint32_t)(s * kGemmStageBytes);
+    const uint32_t x_tile = ring + (uint32_t)(s * GemmColumns<BN>::kStageBytes);
     const uint32_t a = x_tile + (uint32_t)(group * 64 * 128);
     const uint32_t b = x_tile + (uint32_t)kGemmXBytes;
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kGemmBK / 16; ++kk) {
-      wgmma_mma<T, 256>(acc, wgmma_descriptor(a + kk * 32), wgmma_descriptor(b + kk * 32));
+      wgmma_mma<T, BN>(acc, wgmma_descriptor(a + kk * 32), wgmma_descriptor(b + kk * 32));
     }
     wgmma_commit();
     wgmma_wait<1>(); /* the MMAs of tile kt - 1 have read their stage */
@@ -179,15 +192,15 @@ __device__ __forceinline__ void gemm_wgmma_consume(const ember_k_gemm_wgmma_para
    * (barrier 1): the other one's last MMAs may still read the stages underneath; the
    * producer's bias warps arrive there too, once the bias tile is written. */
   asm volatile("bar.sync 1, %0;\n" ::"n"(kGemmEpilogueThreads) : "memory");
-  uint16_t* tile = reinterpret_cast<uint16_t*>(smem) + group * 64 * kGemmOutStride;
+  uint16_t* tile = reinterpret_cast<uint16_t*>(smem) + group * 64 * kOutStride;
   /* This thread's row address for stmatrix: fragment lane / 8 = (column group j + f / 2,
    * rows + 8 for odd f), row lane % 8 of it. */
   const int fragment = lane >> 3;
   const uint32_t row_address =
-      shared_address(tile + (16 * warp + (lane & 7) + 8 * (fragment & 1)) * kGemmOutStride +
+      shared_address(tile + (16 * warp + (lane & 7) + 8 * (fragment & 1)) * kOutStride +
                      8 * (fragment >> 1));
 #pragma unroll
-  for (int j = 0; j < 32; j += 2) {
+  for (int j = 0; j < BN / 8; j += 2) {
     uint32_t pairs[4];
 #pragma unroll
     for (int f = 0; f < 4; ++f) {
@@ -200,7 +213,7 @@ __device__ __forceinline__ void gemm_wgmma_consume(const ember_k_gemm_wgmma_para
   /* The warpgroup's own barrier (2 and 3; 0 is __syncthreads'). */
   asm volatile("bar.sync %0, 128;\n" ::"r"(group + 2) : "memory");
   with_activation(p.linear.act, [&](auto act) {
-    store_gemm_tile<T, decltype(act)::kValue>(p.linear, tile, m0 + 64 * group, n0);
+    store_gemm_tile<T, BN, decltype(act)::kValue>(p.linear, tile, m0 + 64 * group, n0);
   });
 }
 
@@ -213,10 +226,11 @@ __device__ __forceinline__ void prefetch_linear_maps(const ember_k_linear_tma_pa
 /* The producer's copies of w's tile for K tile kt into stage memory x_tile (after x's),
  * counted by barrier `bar`: all of it, or with clusters this block's share of it into
  * every block of the cluster. */
+template <int BN>
 __device__ __forceinline__ void copy_w_tile(const ember_k_gemm_wgmma_params& p, uint32_t x_tile,
                                             int kt, int n0, uint32_t rank, uint32_t bar) {
   if constexpr (kGemmCluster > 1) {
-    constexpr int kShare = kGemmBN / kGemmCluster;
+    constexpr int kShare = BN / kGemmCluster;
     tma_load_2d_multicast(x_tile + (uint32_t)(kGemmXBytes + (int)rank * kShare * 128), &p.linear.w_map,
                           kt * kGemmBK, n0 + (int)rank * kShare, bar,
                           (uint16_t)((1u << kGemmCluster) - 1u));
@@ -229,43 +243,45 @@ __device__ __forceinline__ void copy_w_tile(const ember_k_gemm_wgmma_params& p, 
 /* The producer's one thread: every K tile's copies into the ring. With constant operands
  * the first stages' w copies go out before the previous kernel has finished (PDL), x's
  * only after: that kernel may be what writes x. */
-template <typename Full, typename Empty>
+template <int BN, typename Full, typename Empty>
 __device__ __forceinline__ void gemm_wgmma_produce(const ember_k_gemm_wgmma_params& p,
                                                    uint32_t ring, Full full, Empty empty, int m0,
                                                    int n0, uint32_t rank) {
+  constexpr int kStageBytes = GemmColumns<BN>::kStageBytes;
   prefetch_linear_maps(p.linear);
   const int early = p.linear.constant_operands ? min(kGemmStages, p.k_tiles) : 0;
   for (int kt = 0; kt < early; ++kt) {
-    mbarrier_expect_tx(full(kt), (uint32_t)kGemmStageBytes);
-    copy_w_tile(p, ring + (uint32_t)(kt * kGemmStageBytes), kt, n0, rank, full(kt));
+    mbarrier_expect_tx(full(kt), (uint32_t)kStageBytes);
+    copy_w_tile<BN>(p, ring + (uint32_t)(kt * kStageBytes), kt, n0, rank, full(kt));
   }
   wait_previous_grid();
   for (int kt = 0; kt < p.k_tiles; ++kt) {
     const int s = kt % kGemmStages;
-    const uint32_t x_tile = ring + (uint32_t)(s * kGemmStageBytes);
+    const uint32_t x_tile = ring + (uint32_t)(s * kStageBytes);
     if (kt >= early) {
       /* Use u of a stage waits for the consumers' release of use u - 1 (in every block of
        * the cluster: this block's copies land in all of them), the u-th phase of its empty
        * barrier; the first use of each waits for nothing. */
       if (kt >= kGemmStages) mbarrier_wait(empty(s), (uint32_t)((kt / kGemmStages - 1) & 1));
-      mbarrier_expect_tx(full(s), (uint32_t)kGemmStageBytes);
-      copy_w_tile(p, x_tile, kt, n0, rank, full(s));
+      mbarrier_expect_tx(full(s), (uint32_t)kStageBytes);
+      copy_w_tile<BN>(p, x_tile, kt, n0, rank, full(s));
     }
     tma_load_2d(x_tile, &p.linear.x_map, kt * kGemmBK, m0, full(s));
   }
 }
 
-template <typename T>
+template <typename T, int BN>
 __device__ __forceinline__ void gemm_wgmma(const ember_k_gemm_wgmma_params& p, uint8_t* smem) {
+  constexpr int kStageBytes = GemmColumns<BN>::kStageBytes;
   const int tid = threadIdx.x, warpgroup = tid >> 7;
   /* Blocks of a cluster share a column tile and take consecutive row tiles. */
   const uint32_t rank = kGemmCluster > 1 ? cluster_rank() : 0u;
   const uint32_t pair = blockIdx.x / (uint32_t)kGemmCluster;
-  const int n0 = (int)(pair % (uint32_t)p.n_tiles) * kGemmBN;
+  const int n0 = (int)(pair % (uint32_t)p.n_tiles) * BN;
   const int m0 = (int)((pair / (uint32_t)p.n_tiles) * (uint32_t)kGemmCluster + rank) * kGemmBM;
   const uint32_t ring = shared_address(smem);
-  const uint32_t bars = ring + (uint32_t)(kGemmStages * kGemmStageBytes);
-  float* bias_tile = reinterpret_cast<float*>(smem + kGemmStages * kGemmStageBytes + kGemmBarrierBytes);
+  const uint32_t bars = ring + (uint32_t)(kGemmStages * kStageBytes);
+  float* bias_tile = reinterpret_cast<float*>(smem + kGemmStages * kStageBytes + kGemmBarrierBytes);
   auto full = [&](int s) { return bars + (uint32_t)(8 * s); };
   auto empty = [&](int s) { return bars + (uint32_t)(8 * (kGemmStages + s)); };
   if (tid == 0) {
@@ -284,13 +300,13 @@ __device__ __forceinline__ void gemm_wgmma(const ember_k_gemm_wgmma_params& p, u
   if (warpgroup == 0) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
     if (tid == 0) {
-      gemm_wgmma_produce(p, ring, full, empty, m0, n0, rank);
+      gemm_wgmma_produce<BN>(p, ring, full, empty, m0, n0, rank);
     } else if (tid >= 32) {
       /* Warps 1-3: the tile's bias in float32 for the epilogue, zeros past n or without
        * one. */
       if (!p.linear.constant_operands) wait_previous_grid();
       const uint16_t* bias = reinterpret_cast<const uint16_t*>(p.linear.bias);
-      for (int c = tid - 32; c < kGemmBN; c += 96) {
+      for (int c = tid - 32; c < BN; c += 96) {
         bias_tile[c] =
             p.linear.has_bias && n0 + c < p.linear.n ? Bits<T>::to_float(bias[n0 + c]) : 0.0f;
       }
@@ -299,16 +315,16 @@ __device__ __forceinline__ void gemm_wgmma(const ember_k_gemm_wgmma_params& p, u
   } else {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
     wait_previous_grid(); /* y may be memory the previous kernel reads */
-    gemm_wgmma_consume<T>(p, smem, bias_tile, full, empty, m0, n0);
+    gemm_wgmma_consume<T, BN>(p, smem, bias_tile, full, empty, m0, n0);
   }
   /* No block leaves while another may still arrive at its barriers. */
   if constexpr (kGemmCluster > 1) cluster_sync();
 }
 
-template <typename T>
+template <typename T, int BN>
 __device__ __forceinline__ void gemm_wgmma_entry(const ember_k_gemm_wgmma_params& p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  gemm_wgmma<T>(p, swizzle_aligned_shared()); /* EMBER_K_GEMM_WGMMA_SMEM_BYTES */
+  gemm_wgmma<T, BN>(p, swizzle_aligned_shared()); /* EMBER_K_GEMM_WGMMA_SMEM_BYTES */
 #else
   (void)p;
   __trap(); /* built for another target than sm_90a: the host never launches it there */
@@ -510,15 +526,17 @@ __device__ __forceinline__ void gemm_narrow_entry(const ember_k_gemm_narrow_para
 /* __grid_constant__: the tensor maps are read by the TMA where the launch put them. The
  * cluster size is the kernel's own, so a plain launch (and a graph's kernel node) makes
  * clusters. */
-#define EMBER_GEMM_WGMMA_KERNEL(suffix, type)                                               \
+#define EMBER_GEMM_WGMMA_KERNEL(name, bn, suffix, type)                                     \
   extern "C" __global__ void __launch_bounds__(EMBER_K_GEMM_WGMMA_THREADS, 1)              \
       __cluster_dims__(EMBER_K_GEMM_WGMMA_CLUSTER, 1, 1)                                   \
-      ember_gemm_wgmma_##suffix(const __grid_constant__ ember_k_gemm_wgmma_params p) {     \
+      name##_##suffix(const __grid_constant__ ember_k_gemm_wgmma_params p) {               \
     ember::allow_next_grid(); /* the waits are gemm_wgmma's: w is copied before them */   \
-    ember::gemm_wgmma_entry<type>(p);                                                      \
+    ember::gemm_wgmma_entry<type, bn>(p);                                                  \
   }
-EMBER_GEMM_WGMMA_KERNEL(f16, __half)
-EMBER_GEMM_WGMMA_KERNEL(bf16, __nv_bfloat16)
+EMBER_GEMM_WGMMA_KERNEL(ember_gemm_wgmma, EMBER_K_GEMM_WGMMA_BN, f16, __half)
+EMBER_GEMM_WGMMA_KERNEL(ember_gemm_wgmma, EMBER_K_GEMM_WGMMA_BN, bf16, __nv_bfloat16)
+EMBER_GEMM_WGMMA_KERNEL(ember_gemm_wgmma192, EMBER_K_GEMM_WGMMA_BN_SMALL, f16, __half)
+EMBER_GEMM_WGMMA_KERNEL(ember_gemm_wgmma192, EMBER_K_GEMM_WGMMA_BN_SMALL, bf16, __nv_bfloat16)
 
 /* The narrow form by R (rows of x a block) and B (K tiles a stage): cuda_kernels.c's table
  * lists the same, in order. */

@@ -109,10 +109,12 @@ __device__ __forceinline__ void fence_accumulators(float (&d)[N]) {
     EMBER_WGMMA(n, "bf16", regs, a_index, b_index, p_index, __VA_ARGS__);        \
   }
 
-/* The N that wgmma_mma takes: the strips of Ember's kernels, the narrow GEMM's rows of x. */
+/* The N that wgmma_mma takes: the strips of Ember's kernels, the narrow GEMM's rows of x,
+ * gemm_wgmma's column tiles. */
 template <int N>
 constexpr bool kWgmmaWidth = N == 16 || N == 32 || N == 64 || N == 120 || N == 128 || N == 144 ||
-                             N == 208 || N == 216 || N == 224 || N == 232 || N == 256;
+                             N == 192 || N == 208 || N == 216 || N == 224 || N == 232 ||
+                             N == 256;
 
 template <typename T, int N>
 __device__ __forceinline__ void wgmma_mma(float (&d)[N / 2], uint64_t a, uint64_t b) {
@@ -135,6 +137,8 @@ __device__ __forceinline__ void wgmma_mma(float (&d)[N / 2], uint64_t a, uint64_
   } else if constexpr (N == 144) {
     EMBER_WGMMA_T(144, EMBER_WGMMA_U64 EMBER_WGMMA_R64, 72, 73, 74, EMBER_WGMMA_ACC32(0),
                   EMBER_WGMMA_ACC32(32), EMBER_WGMMA_ACC8(64))
+  } else if constexpr (N == 192) {
+    EMBER_WGMMA_T(192, EMBER_WGMMA_U96, 96, 97, 98, EMBER_WGMMA_ACC96)
   } else if constexpr (N == 208) {
     EMBER_WGMMA_T(208, EMBER_WGMMA_U96 EMBER_WGMMA_R96, 104, 105, 106, EMBER_WGMMA_ACC96,
                   EMBER_WGMMA_ACC8(96))
