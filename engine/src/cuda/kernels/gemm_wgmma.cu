@@ -2,26 +2,25 @@
  * memory accelerator (TMA), float16 and bfloat16: first for the activations cuBLASLt's
  * epilogue does not have (GELU's erf form, SIGMOID, TANH, SILU), which would otherwise be
  * a kernel of their own reading and writing the whole output again (the MLP's four erf
- * GELUs at batch 4096), then with any activation or none in a program that then need
- * not load cuBLASLt at all (cuda_executor.c linear_takes_gemm_wgmma). Built for sm_90a only, as conv_wgmma.cu;
- * kernel_params.h (ember_k_linear_tma_params, ember_k_gemm_wgmma_params) has the
- * contract.
+ * GELUs at batch 4096), then for every LINEAR of a program that then need not load
+ * cuBLASLt at all. Built for sm_90a only, as conv_wgmma.cu; kernel_params.h
+ * (ember_k_linear_tma_params, ember_k_gemm_wgmma_params) has the contract.
  *
- * A block of 384 threads computes a 128 x 256 tile of y (rows of x by rows of w), or 128 x
- * 192 (ember_gemm_wgmma192: where the narrower tiles fill the SMs better; the executor's
- * choice), K = 64 at a time, through a ring of 4 stages of 48 KB (40 KB). Warpgroup 0 is the producer: one
- * thread waits for a stage to be empty, then has the TMA copy x's 128 x 64 and w's 256 x
- * 64 tiles into it (128-byte rows with the 128-byte swizzle, the layout wgmma's
- * descriptors name; zeros past the tensors' ends), and the stage's full barrier counts
- * their bytes. When w and the bias are the plan's constants, the first stages' w copies
- * go out before the kernel waits for the one before it (PDL), so that only x's are left
- * once it has finished. Warps 1-3 of the producer put the tile's bias in shared memory
- * for the epilogue. Warpgroups 1 and 2 are the consumers, 64 rows each (wgmma's M) by
- * all 256 (192) columns (N): each waits for a stage to be full, issues its 4 m64nBNk16 MMAs,
- * and once the MMAs of the stage before have completed (wgmma.wait_group 1) releases
- * that one to the producer (an arrival per warp on its empty barrier). The producer gives
- * most of its registers to the consumers (setmaxnreg), who hold 128 accumulators a
- * thread.
+ * A block of 384 threads computes a 128 x BN tile of y (rows of x by rows of w; BN 256,
+ * or 192 in ember_gemm_wgmma192, where the narrower tiles fill the SMs better: the
+ * executor's choice), K = 64 at a time, through a ring of 4 stages of 48 KB (40 KB).
+ * Warpgroup 0 is the producer: one thread waits for a stage to be empty, then has the TMA
+ * copy x's 128 x 64 and w's BN x 64 tiles into it (128-byte rows with the 128-byte
+ * swizzle, the layout wgmma's descriptors name; zeros past the tensors' ends), and the
+ * stage's full barrier counts their bytes. When w and the bias are the plan's constants,
+ * the first stages' w copies go out before the kernel waits for the one before it (PDL),
+ * so that only x's are left once it has finished. Warps 1-3 of the producer put the
+ * tile's bias in shared memory for the epilogue. Warpgroups 1 and 2 are the consumers, 64
+ * rows each (wgmma's M) by all BN columns (N): each waits for a stage to be full, issues
+ * its 4 m64nBNk16 MMAs, and once the MMAs of the stage before have completed
+ * (wgmma.wait_group 1) releases that one to the producer (an arrival per warp on its
+ * empty barrier). The producer gives most of its registers to the consumers
+ * (setmaxnreg), who hold BN / 2 accumulators a thread.
  *
  * With EMBER_K_GEMM_WGMMA_CLUSTER 2 (or 4), blocks group on consecutive row tiles of one
  * column tile and each copies its share of w's tile into all of them (TMA multicast; the
@@ -36,10 +35,13 @@
  * MMA loop took 10.0 and the epilogue 2.8 (bias and fragments 1.0, stores 1.8), and the
  * erf GELU made the stores 4.5 (its arithmetic issue-bound; globaltimer stamps of each
  * block's phases, in a probe of this kernel before its stmatrix epilogue: bench/RESULTS.md,
- * the twenty-third session).
+ * the twenty-third session). A block holds one tile, so its epilogue never overlaps
+ * another tile's loads, as cuBLASLt's persistent kernels do: in several waves that is
+ * most of what it loses to them (bench/RESULTS.md, the thirty-eighth session).
  *
- * The executor takes this kernel where its tiles fit in one wave (cuda_executor.c
- * linear_takes_gemm_wgmma says why). */
+ * The executor takes this kernel where its tiles fit in one wave, or in any number in a
+ * program that then loads no cuBLASLt (cuda_executor.c linear_takes_gemm_wgmma says
+ * why). */
 #include "wgmma.cuh"
 
 namespace ember {
@@ -117,7 +119,7 @@ __device__ __forceinline__ void with_activation(int act, Store store) {
 
 /* Writes a warpgroup's 64 rows (from row0) by BN columns (from n0) of y from its tile in
  * shared memory, applying activation kAct: 16 bytes (8 columns) a thread at a time, a
- * row's 32 vectors by consecutive threads. A tile wholly inside y takes a loop without
+ * row's BN / 8 vectors by consecutive threads. A tile wholly inside y takes a loop without
  * bounds tests, 4 vectors at a time, whose loads, arithmetic and stores the compiler
  * interleaves (with a test per vector it kept to one vector at a time): the MLP at batch
  * 4096, four erf GELU epilogues, took 73.3-73.9 us against 74.2-74.9 with the tests (an
@@ -231,8 +233,8 @@ __device__ __forceinline__ void copy_w_tile(const ember_k_gemm_wgmma_params& p, 
                                             int kt, int n0, uint32_t rank, uint32_t bar) {
   if constexpr (kGemmCluster > 1) {
     constexpr int kShare = BN / kGemmCluster;
-    tma_load_2d_multicast(x_tile + (uint32_t)(kGemmXBytes + (int)rank * kShare * 128), &p.linear.w_map,
-                          kt * kGemmBK, n0 + (int)rank * kShare, bar,
+    tma_load_2d_multicast(x_tile + (uint32_t)(kGemmXBytes + (int)rank * kShare * 128),
+                          &p.linear.w_map, kt * kGemmBK, n0 + (int)rank * kShare, bar,
                           (uint16_t)((1u << kGemmCluster) - 1u));
   } else {
     (void)rank;
