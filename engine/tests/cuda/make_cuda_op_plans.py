@@ -1607,8 +1607,8 @@ def linear_act(rows, k, n, opcode, approximate, bias, to_output, x_shape=None):
 def gemm_wgmma_cases():
     """LINEAR + an activation cuBLASLt cannot fuse, with enough tiles (64) for the gemm_wgmma
     kernel on an H100 or H200: tails in every dim (rows, K and N past a whole tile), no
-    bias, an exact tile grid, and controls that keep cuBLASLt + a separate kernel: too few
-    tiles, K not a multiple of 8. After the other cases, so their seeds stay as they
+    bias, a grid exact in 256 columns, and controls that keep cuBLASLt + a separate
+    kernel: too few tiles, K not a multiple of 8. After the other cases, so their seeds stay as they
     were."""
     # 33 x 2 tiles of 192 columns; rows 4100 = 32 tiles + 4, K 72 = 1 tile + 8, N 264 = 192 +
     # 72.
