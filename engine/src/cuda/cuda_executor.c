@@ -669,6 +669,14 @@ static bool is_activation(ember_opcode opcode) {
          opcode == EMBER_OP_TANH || opcode == EMBER_OP_SILU;
 }
 
+/* Whether cuBLASLt's epilogue computes activation op: RELU, or GELU in the tanh form (what
+ * CUBLASLT_EPILOGUE_GELU computes). */
+static bool cublaslt_epilogue_has(const ember_plan* plan, const ember_op_desc* op) {
+  return op->opcode == EMBER_OP_RELU ||
+         (op->opcode == EMBER_OP_GELU &&
+          ember_plan_op_attr(plan, op, EMBER_ATTR_GELU_APPROXIMATE) == 1);
+}
+
 /* Whether op i (LINEAR or MATMUL) can take op i + 1 into its epilogue: RELU, or GELU in
  * the tanh form (what CUBLASLT_EPILOGUE_GELU computes), or any activation for a LINEAR
  * that runs as the gemv kernel, the narrow GEMM kernel or with it on the gemm_wgmma
@@ -696,11 +704,7 @@ static bool can_fuse_activation(const ember_cuda_executor* executor, uint32_t i,
   }
   if (op->opcode == EMBER_OP_CONV2D || is_binary(op->opcode)) return next->opcode == EMBER_OP_RELU;
   if (op->opcode != EMBER_OP_LINEAR && op->opcode != EMBER_OP_MATMUL) return false;
-  const bool cublaslt_epilogue =
-      next->opcode == EMBER_OP_RELU ||
-      (next->opcode == EMBER_OP_GELU &&
-       ember_plan_op_attr(plan, next, EMBER_ATTR_GELU_APPROXIMATE) == 1);
-  if (!cublaslt_epilogue &&
+  if (!cublaslt_epilogue_has(plan, next) &&
       !(is_activation(next->opcode) &&
         (linear_takes_gemv(plan, op) || linear_takes_gemm_narrow(executor, op, NULL))) &&
       !linear_takes_gemm_wgmma(executor, op, next)) {
@@ -1191,11 +1195,7 @@ static bool linear_takes_gemm_wgmma(const ember_cuda_executor* executor, const e
   const bool forced =
       mode == EMBER_MODE_ON || (mode == EMBER_MODE_AUTO && executor->tma_gemms_only);
   const bool lacking =
-      next != NULL &&
-      ((next->opcode == EMBER_OP_GELU &&
-        ember_plan_op_attr(plan, next, EMBER_ATTR_GELU_APPROXIMATE) == 0) ||
-       next->opcode == EMBER_OP_SIGMOID || next->opcode == EMBER_OP_TANH ||
-       next->opcode == EMBER_OP_SILU);
+      next != NULL && is_activation(next->opcode) && !cublaslt_epilogue_has(plan, next);
   int64_t k, n;
   uint64_t rows;
   if (!uses_gemm_wgmma(executor) || !(lacking || forced) ||
@@ -1359,18 +1359,13 @@ static ember_status* add_linear_tma_step(ember_cuda_executor* executor, uint32_t
 static ember_status* add_gemm_wgmma_step(ember_cuda_executor* executor, uint32_t i,
                                          uint32_t fused) {
   const ember_plan* plan = executor->plan;
-  const ember_op_desc* op = &plan->ops[i];
-  const ember_tensor_desc* x = ember_plan_op_input_tensor(plan, op, 0);
-  const ember_tensor_desc* y = ember_plan_op_output_tensor(plan, op, 0);
-  const int64_t n = y->dims[y->rank - 1];
-  const uint32_t columns =
-      gemm_wgmma_columns(executor, x->numel / (uint64_t)x->dims[x->rank - 1], n);
   ember_k_gemm_wgmma_params p;
   memset(&p, 0, sizeof p);
-  p.linear = linear_tma_params(plan, i, fused, EMBER_K_GEMM_WGMMA_BM,
-                               (int32_t)columns / EMBER_K_GEMM_WGMMA_CLUSTER);
+  p.linear = linear_tma_params(plan, i, fused, EMBER_K_GEMM_WGMMA_BM, 0);
+  const uint32_t columns = gemm_wgmma_columns(executor, (uint64_t)p.linear.rows, p.linear.n);
+  p.linear.w_box_rows = (int32_t)columns / EMBER_K_GEMM_WGMMA_CLUSTER;
   p.k_tiles = (int32_t)ceil_div_u64((uint64_t)p.linear.k, EMBER_K_GEMM_WGMMA_BK);
-  p.n_tiles = (int32_t)ceil_div_u64((uint64_t)n, columns);
+  p.n_tiles = (int32_t)ceil_div_u64((uint64_t)p.linear.n, columns);
   /* Whole clusters: a block past the last row tile still copies its share of w's tiles
    * for the others, and writes nothing. */
   const uint64_t m_tiles =
@@ -1380,6 +1375,7 @@ static ember_status* add_gemm_wgmma_step(ember_cuda_executor* executor, uint32_t
   ++executor->gemm_wgmmas;
   const bool small = columns == EMBER_K_GEMM_WGMMA_BN_SMALL;
   if (small) ++executor->gemm_wgmmas_small;
+  const ember_tensor_desc* y = ember_plan_op_output_tensor(plan, &plan->ops[i], 0);
   const uint32_t kernel =
       (small ? EMBER_CUDA_KERNEL_GEMM_WGMMA_SMALL : EMBER_CUDA_KERNEL_GEMM_WGMMA) +
       ember_cuda_half_index(y->dtype);
