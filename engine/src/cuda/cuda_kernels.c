@@ -139,6 +139,7 @@ static const struct {
     PER_HALF(EMBER_CUDA_KERNEL_GEMM_NARROW + 28, gemm_wgmma, "ember_gemm_narrow128_3"),
     PER_HALF(EMBER_CUDA_KERNEL_GEMM_NARROW + 30, gemm_wgmma, "ember_gemm_narrow128_4"),
     PER_HALF(EMBER_CUDA_KERNEL_GEMM_WGMMA_SMALL, gemm_wgmma, "ember_gemm_wgmma192"),
+    PER_HALF(EMBER_CUDA_KERNEL_CONV_SPLIT_SUM, conv_wgmma, "ember_conv_split_sum"),
 };
 #undef PER_DTYPE
 #undef PER_HALF

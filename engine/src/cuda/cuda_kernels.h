@@ -66,7 +66,9 @@ typedef enum ember_cuda_kernel_id {
   /* sm_90a only (gemm_wgmma), gemm_wgmma's tiles of EMBER_K_GEMM_WGMMA_BN_SMALL columns;
    * + dtype index - 1 */
   EMBER_CUDA_KERNEL_GEMM_WGMMA_SMALL = 126,
-  EMBER_CUDA_KERNEL_COUNT = 128,
+  /* sm_90a only (conv_wgmma), the sum of a conv's splits over K; + dtype index - 1 */
+  EMBER_CUDA_KERNEL_CONV_SPLIT_SUM = 128,
+  EMBER_CUDA_KERNEL_COUNT = 130,
 } ember_cuda_kernel_id;
 
 #define EMBER_CUDA_MODULE_COUNT 15

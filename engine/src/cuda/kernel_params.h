@@ -364,6 +364,10 @@ typedef struct ember_k_im2col_params {
  * the same parameters on Hopper's wgmma. Its dynamic shared memory: a ring of 3 stages,
  * each BN + bm rows of BK elements, and 1 KB to align it to the swizzle's 1024 bytes
  * (73 KB and 97 KB: 3 and 2 blocks an SM). */
+/* ember_conv_split_sum_<f16|bf16> (conv_wgmma.cu): the same parameters, LANES threads a
+ * vector of 8 channels of one position (positions · o8 / 8 of them), in a grid-stride
+ * loop. */
+#define EMBER_K_CONV_SPLIT_SUM_LANES 4
 #define EMBER_K_CONV_WGMMA_STAGES 3
 #define EMBER_K_CONV_WGMMA_SMEM_BYTES(bm) \
   (EMBER_K_CONV_WGMMA_STAGES * (EMBER_K_CONV_IGEMM_BN + (bm)) * EMBER_K_CONV_IGEMM_BK * 2 + 1024)
@@ -385,6 +389,15 @@ typedef struct ember_k_conv_igemm_params {
   uint32_t div_mul[2];
   uint32_t div_shift[2];
   int32_t layout; /* EMBER_K_CONV_IGEMM_*_CHANNELS_LAST bits; else NCHW */
+  /* Split over K (the wgmma kernel only; k_splits 0 or 1: none). With k_splits > 1 the
+   * grid is the tiles times k_splits, blockIdx.x / tiles a block's split, which takes
+   * split_k_tiles of the K tiles from split · split_k_tiles; it writes its sums, float32
+   * without the bias, to partial [k_splits][positions][o8] (o8: o rounded up to 8) and
+   * nothing else. ember_conv_split_sum then adds the splits in order (the same result
+   * every run), the bias, the residual and the ReLU, and writes y. */
+  uint64_t partial;
+  int32_t k_splits;
+  int32_t split_k_tiles;
 } ember_k_conv_igemm_params;
 
 /* ember_nhwc_pack_2: x [n, c, hw] of 2-byte elements -> y [n, hw, cp], channels c..cp-1
@@ -768,7 +781,7 @@ typedef struct ember_k_conv_halo_params {
   int32_t pooled;       /* 1: the MAX_POOL2D after the conv done in its epilogue */
   uint64_t pool_counts; /* pooled: int32 [n][strips], 0 before and after a launch */
   int32_t image_rows;   /* the pitch rows from a stacked image's first to the next's */
-  int32_t reserved[11];
+  int32_t reserved[7];
 } ember_k_conv_halo_params;
 
 /* The layouts above must be the same for gcc and nvcc: fixed-width fields, no padding. */
@@ -798,7 +811,7 @@ EMBER_K_STATIC_ASSERT(sizeof(ember_k_sdpa_flash_params) == 32 + 4 * 3 * 8 + 8 * 
 EMBER_K_STATIC_ASSERT(sizeof(ember_k_conv2d_params) == 32 + 16 * 8 + 8, "conv2d params layout");
 EMBER_K_STATIC_ASSERT(sizeof(ember_k_im2col_params) == 16 + 15 * 8 + 8 + 2 * 4 * 5,
                       "im2col params layout");
-EMBER_K_STATIC_ASSERT(sizeof(ember_k_conv_igemm_params) == 5 * 8 + 18 * 4 + 4 * 4,
+EMBER_K_STATIC_ASSERT(sizeof(ember_k_conv_igemm_params) == 6 * 8 + 20 * 4 + 4 * 4,
                       "conv igemm params layout");
 EMBER_K_STATIC_ASSERT(sizeof(ember_k_nhwc_pack_params) == 48, "nhwc pack params layout");
 EMBER_K_STATIC_ASSERT(sizeof(ember_k_conv_igemm_weights_params) == 4 * 8 + 6 * 4,
@@ -820,7 +833,7 @@ EMBER_K_STATIC_ASSERT(offsetof(ember_k_linear_tma_params, w_map) == 128, "linear
 EMBER_K_STATIC_ASSERT(offsetof(ember_k_gemm_wgmma_params, linear) == 0 &&
                           offsetof(ember_k_gemm_narrow_params, linear) == 0,
                       "both TMA GEMMs' parameters start with the LINEAR's");
-EMBER_K_STATIC_ASSERT(sizeof(ember_k_conv_halo_params) == 2 * 128 + 128 + 2 * 8 + 28 * 4,
+EMBER_K_STATIC_ASSERT(sizeof(ember_k_conv_halo_params) == 2 * 128 + 144 + 2 * 8 + 24 * 4,
                       "conv halo params layout");
 EMBER_K_STATIC_ASSERT(offsetof(ember_k_conv_halo_params, conv) == 256, "conv halo maps");
 

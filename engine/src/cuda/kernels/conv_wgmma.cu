@@ -19,7 +19,13 @@
  * one block's copies, barriers, prologue and epilogue overlap another's MMAs.
  *
  * The epilogue turns the accumulators (wgmma's D fragments: rows are positions) into the
- * channel-major tile store_conv_tile writes out. */
+ * channel-major tile store_conv_tile writes out.
+ *
+ * A conv of too few output tiles to fill the GPU (resnet18 at batch 1: layer4 has 4)
+ * splits its K tiles over k_splits blocks per tile (kernel_params.h): each writes its
+ * float32 sums to a slice of its own, and ember_conv_split_sum adds the slices in order,
+ * so the result does not depend on which block finished first, then applies the bias,
+ * residual and ReLU as the epilogue does. */
 #include "conv_igemm_tile.cuh"
 #include "wgmma.cuh"
 
@@ -33,6 +39,35 @@ static_assert(kWgmmaRowBytes == 128, "one K tile is one 128-byte swizzle row");
 constexpr int kWgmmaStages = EMBER_K_CONV_WGMMA_STAGES;
 
 
+/* o rounded up to 8: the rows of a split's sums (kernel_params.h), whole vectors of 8. */
+__device__ __forceinline__ int split_row(const ember_k_conv_igemm_params& p) {
+  return (p.o + 7) & ~7;
+}
+
+/* A split's sums of the block's tile to its slice of p.partial: this thread's pairs of
+ * channels (channel, channel + 1 for accumulators 4j, 4j + 1 at `position`; 4j + 2, 4j + 3
+ * at position + 8; channel + 8j for j), 8 bytes a pair. Rows past the positions and
+ * channels past o8 are left out. */
+template <int BM>
+__device__ __forceinline__ void store_split_sums(const ember_k_conv_igemm_params& p,
+                                                 const float* acc, uint32_t split, int position,
+                                                 int channel) {
+  const int o8 = split_row(p);
+  float* out = reinterpret_cast<float*>(p.partial) + (int64_t)split * p.positions * o8;
+#pragma unroll
+  for (int j = 0; j < BM / 8; ++j) {
+    const int c = channel + 8 * j;
+    if (c >= o8) continue;
+    if (position < p.positions) {
+      *reinterpret_cast<float2*>(out + (int64_t)position * o8 + c) = make_float2(acc[4 * j], acc[4 * j + 1]);
+    }
+    if (position + 8 < p.positions) {
+      *reinterpret_cast<float2*>(out + (int64_t)(position + 8) * o8 + c) =
+          make_float2(acc[4 * j + 2], acc[4 * j + 3]);
+    }
+  }
+}
+
 template <typename T, int BM>
 __device__ __forceinline__ void conv_wgmma(const ember_k_conv_igemm_params& p, uint8_t* smem) {
   constexpr int kPositions = kIgemmBN / kIgemmRowsPerPass; /* X rows a thread copies */
@@ -45,8 +80,15 @@ __device__ __forceinline__ void conv_wgmma(const ember_k_conv_igemm_params& p, u
                     kIgemmBN * (BM + 8) * 2 <= kStages * kStageBytes,
                 "the epilogue tile fits, in either layout");
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, group = warp >> 2;
-  const int o0 = (int)(blockIdx.x % (uint32_t)p.o_tiles) * BM;
-  const int p0 = (int)(blockIdx.x / (uint32_t)p.o_tiles) * kIgemmBN;
+  /* Split over K: the grid is the tiles k_splits times, and this block's K tiles are
+   * [kt0, kt0 + count). */
+  const uint32_t splits = p.k_splits > 1 ? (uint32_t)p.k_splits : 1u;
+  const uint32_t tiles = gridDim.x / splits;
+  const uint32_t tile = blockIdx.x % tiles, split = blockIdx.x / tiles;
+  const int kt0 = splits > 1 ? (int)split * p.split_k_tiles : 0;
+  const int count = splits > 1 ? min(p.split_k_tiles, p.k_tiles - kt0) : p.k_tiles;
+  const int o0 = (int)(tile % (uint32_t)p.o_tiles) * BM;
+  const int p0 = (int)(tile / (uint32_t)p.o_tiles) * kIgemmBN;
   const uint16_t* x = reinterpret_cast<const uint16_t*>(p.x);
   const uint16_t* w = reinterpret_cast<const uint16_t*>(p.w);
   const int2* table = reinterpret_cast<const int2*>(p.table);
@@ -60,10 +102,10 @@ __device__ __forceinline__ void conv_wgmma(const ember_k_conv_igemm_params& p, u
 
   /* The table entry of a tile is read a tile ahead of its copies (tap_next), so that the
    * copies never wait on a global load. */
-  auto table_entry = [&](int kt) {
-    return kt < p.k_tiles ? __ldg(&table[kt * kIgemmChunks + chunk]) : make_int2(0, 0);
+  auto table_entry = [&](int i) {
+    return i < count ? __ldg(&table[(kt0 + i) * kIgemmChunks + chunk]) : make_int2(0, 0);
   };
-  auto load_tile = [&](int stage, int kt, int2 tap) {
+  auto load_tile = [&](int stage, int i, int2 tap) {
     const uint32_t x_tile = ring + (uint32_t)(stage * kStageBytes);
     const uint32_t w_tile = x_tile + kIgemmBN * kWgmmaRowBytes;
 #pragma unroll
@@ -74,7 +116,7 @@ __device__ __forceinline__ void conv_wgmma(const ember_k_conv_igemm_params& p, u
        * 1148 -> 1108 us, layer1's convs 73-85 -> 66-82 us). */
       cp_async16_l1(x_tile + row_offset + (uint32_t)(j * kIgemmRowsPerPass * kWgmmaRowBytes), src, inside);
     }
-    const int k = kt * kIgemmBK + chunk * 8;
+    const int k = (kt0 + i) * kIgemmBK + chunk * 8;
 #pragma unroll
     for (int j = 0; j < kChannels; ++j) {
       const int o = o0 + first_row + kIgemmRowsPerPass * j;
@@ -88,20 +130,21 @@ __device__ __forceinline__ void conv_wgmma(const ember_k_conv_igemm_params& p, u
 #pragma unroll
   for (int i = 0; i < BM / 2; ++i) acc[i] = 0.0f;
 
+  /* i counts this block's K tiles (K tile kt0 + i). */
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < p.k_tiles) load_tile(s, s, table_entry(s));
+    if (s < count) load_tile(s, s, table_entry(s));
     cp_async_commit(); /* empty groups keep the count uniform */
   }
   int2 tap_next = table_entry(kStages - 1);
-  for (int kt = 0; kt < p.k_tiles; ++kt) {
-    cp_async_wait<kStages - 2>(); /* tile kt has landed (this thread's copies) */
+  for (int i = 0; i < count; ++i) {
+    cp_async_wait<kStages - 2>(); /* tile i has landed (this thread's copies) */
     fence_proxy_async();
-    __syncthreads(); /* everyone's; and every wgmma of tile kt - 1 has completed */
-    /* The MMAs of tile kt first, then (while they run) the copies of tile kt + stages - 1
-     * into the stage tile kt - 1 left. (Keeping one tile's MMAs in flight across the
+    __syncthreads(); /* everyone's; and every wgmma of tile i - 1 has completed */
+    /* The MMAs of tile i first, then (while they run) the copies of tile i + stages - 1
+     * into the stage tile i - 1 left. (Keeping one tile's MMAs in flight across the
      * barrier, wgmma.wait_group 1 and a second barrier, measured the same.) */
-    const uint32_t x_tile = ring + (uint32_t)((kt % kStages) * kStageBytes);
+    const uint32_t x_tile = ring + (uint32_t)((i % kStages) * kStageBytes);
     const uint32_t a = x_tile + (uint32_t)(group * 64 * kWgmmaRowBytes);
     const uint32_t b = x_tile + kIgemmBN * kWgmmaRowBytes;
     wgmma_fence();
@@ -110,8 +153,8 @@ __device__ __forceinline__ void conv_wgmma(const ember_k_conv_igemm_params& p, u
       wgmma_mma<T, BM>(acc, wgmma_descriptor(a + kk * 32), wgmma_descriptor(b + kk * 32));
     }
     wgmma_commit();
-    const int next = kt + kStages - 1;
-    if (next < p.k_tiles) {
+    const int next = i + kStages - 1;
+    if (next < count) {
       const int2 tap = tap_next;
       tap_next = table_entry(next + 1);
       load_tile(next % kStages, next, tap);
@@ -121,12 +164,15 @@ __device__ __forceinline__ void conv_wgmma(const ember_k_conv_igemm_params& p, u
     fence_accumulators(acc);
   }
   cp_async_wait<0>();
-  __syncthreads(); /* the ring is free for the epilogue's tile */
-
   /* Accumulator 4j + e: position 64·group + 16·(warp % 4) + lane / 4 (+8 for e >= 2),
    * channel 8j + 2·(lane % 4) + e % 2. */
-  const ConvOutTile out_tile(p, smem, BM);
   const int position = 64 * group + 16 * (warp & 3) + (lane >> 2);
+  if (splits > 1) {
+    store_split_sums<BM>(p, acc, split, p0 + position, o0 + 2 * (lane & 3));
+    return;
+  }
+  __syncthreads(); /* the ring is free for the epilogue's tile */
+  const ConvOutTile out_tile(p, smem, BM);
 #pragma unroll
   for (int j = 0; j < BM / 8; ++j) {
 #pragma unroll
@@ -151,6 +197,69 @@ __device__ __forceinline__ void conv_wgmma_entry(const ember_k_conv_igemm_params
 #endif
 }
 
+/* Threads that add one vector's splits (each every kSumLanes-th split, then combined by
+ * shuffles in a fixed order): resnet18 b1's layer4 has 36 splits of 49 x 512 outputs,
+ * 392 vectors, whose sums a thread each took 12 us on 13 blocks. */
+constexpr int kSumLanes = EMBER_K_CONV_SPLIT_SUM_LANES;
+
+/* y from a split conv's sums (kernel_params.h): per vector of 8 channels of a position,
+ * the splits added (in an order fixed by the split count, so every run gives the same
+ * bits), then rounded with the bias as the unsplit epilogue's tile, then the residual and
+ * the ReLU as store_conv_tile applies them. kSumLanes threads a vector; whole warps go
+ * round the loop together, for the shuffles. */
+template <typename T>
+__device__ __forceinline__ void conv_split_sum(const ember_k_conv_igemm_params& p) {
+  const int o8 = split_row(p), groups = o8 / 8, plane = p.oh * p.ow;
+  const int64_t slice = (int64_t)p.positions * o8;
+  const int64_t threads = (int64_t)p.positions * groups * kSumLanes;
+  const int64_t rounds = (threads + 31) & ~(int64_t)31;
+  const bool residual_last = (p.layout & EMBER_K_CONV_IGEMM_RESIDUAL_CHANNELS_LAST) != 0;
+  const int lane = (int)(threadIdx.x % kSumLanes);
+  uint16_t* y = reinterpret_cast<uint16_t*>(p.y);
+  for (int64_t t = global_thread(); t < rounds; t += global_stride()) {
+    const bool live = t < threads;
+    const int64_t v = live ? t / kSumLanes : 0;
+    const int pos = (int)(v / groups), o = (int)(v % groups) * 8;
+    float sum[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+    const float* from = reinterpret_cast<const float*>(p.partial) + (int64_t)pos * o8 + o;
+#pragma unroll 4
+    for (int s = live ? lane : p.k_splits; s < p.k_splits; s += kSumLanes) {
+      const float4 lo = *reinterpret_cast<const float4*>(from + s * slice);
+      const float4 hi = *reinterpret_cast<const float4*>(from + s * slice + 4);
+      sum[0] += lo.x, sum[1] += lo.y, sum[2] += lo.z, sum[3] += lo.w;
+      sum[4] += hi.x, sum[5] += hi.y, sum[6] += hi.z, sum[7] += hi.w;
+    }
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      sum[e] += __shfl_xor_sync(0xffffffffu, sum[e], 1);
+      sum[e] += __shfl_xor_sync(0xffffffffu, sum[e], 2);
+    }
+    if (!live || lane != 0) continue;
+    Vec16<T> out;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) out.set(e, sum[e] + conv_bias<T>(p, o + e));
+    const int n = (int)fast_div((uint32_t)pos, p.div_mul[0], p.div_shift[0]);
+    auto nchw = [&](int e) { return (n * p.o + o + e) * plane + (pos - n * plane); };
+    if (p.layout & EMBER_K_CONV_IGEMM_Y_CHANNELS_LAST) { /* o a multiple of 8: the host checks */
+      const int index = pos * p.o + o;
+      finish_vector<T>(p, out, residual_last && aligned16(p.residual),
+                       [&](int e) { return residual_last ? index + e : nchw(e); });
+      *reinterpret_cast<uint4*>(y + index) = out.raw;
+      continue;
+    }
+    /* NCHW y: 8 channels of a position are a plane apart, and the last vector may pass o. */
+    const uint16_t* residual = reinterpret_cast<const uint16_t*>(p.residual);
+    for (int e = 0; e < 8 && o + e < p.o; ++e) {
+      float value = out.get(e);
+      if (p.has_residual) {
+        value += Bits<T>::to_float(residual[residual_last ? pos * p.o + o + e : nchw(e)]);
+      }
+      if (p.relu) value = value < 0.0f ? 0.0f : value;
+      y[nchw(e)] = Bits<T>::from_float(value);
+    }
+  }
+}
+
 }  // namespace ember
 
 /* One kernel per channel tile, so that each gets its own register bound: 64 channels (32
@@ -165,3 +274,12 @@ EMBER_CONV_WGMMA_KERNEL(64, 3, f16, __half)
 EMBER_CONV_WGMMA_KERNEL(64, 3, bf16, __nv_bfloat16)
 EMBER_CONV_WGMMA_KERNEL(128, 2, f16, __half)
 EMBER_CONV_WGMMA_KERNEL(128, 2, bf16, __nv_bfloat16)
+
+#define EMBER_CONV_SPLIT_SUM_KERNEL(suffix, type)                                           \
+  extern "C" __global__ void __launch_bounds__(EMBER_K_BLOCK)                              \
+      ember_conv_split_sum_##suffix(const ember_k_conv_igemm_params p) {                   \
+    ember::begin_after_previous_grid();                                                      \
+    ember::conv_split_sum<type>(p);                                                          \
+  }
+EMBER_CONV_SPLIT_SUM_KERNEL(f16, __half)
+EMBER_CONV_SPLIT_SUM_KERNEL(bf16, __nv_bfloat16)
