@@ -49,6 +49,7 @@ static void settings_read(void) {
   settings.cuda_conv_nhwc_gemm = true;
   settings.cuda_conv_fold = true;
   settings.cuda_conv_halo = true;
+  settings.cuda_conv_split_k = true;
   settings.cuda_branches = true;
   settings.cuda_gemm_wgmma = EMBER_MODE_AUTO;
   settings.cuda_gemm_narrow = EMBER_MODE_AUTO;
@@ -75,6 +76,7 @@ static void settings_read(void) {
   read_flag("EMBER_CUDA_CONV_NHWC_GEMM", &settings.cuda_conv_nhwc_gemm);
   read_flag("EMBER_CUDA_CONV_FOLD", &settings.cuda_conv_fold);
   read_flag("EMBER_CUDA_CONV_HALO", &settings.cuda_conv_halo);
+  read_flag("EMBER_CUDA_CONV_SPLIT_K", &settings.cuda_conv_split_k);
   read_flag("EMBER_CUDA_BRANCHES", &settings.cuda_branches);
   read_mode("EMBER_CUDA_PDL", &settings.cuda_pdl);
   read_flag("EMBER_CUDA_PROFILE", &settings.cuda_profile);

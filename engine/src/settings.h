@@ -46,6 +46,11 @@
  *   EMBER_CUDA_CONV_HALO=0|1       0: stride-1 convs of 64·k channels stay on the wgmma
  *                                  implicit GEMM rather than the halo kernel (default 1).
  *                                  For measurement.
+ *   EMBER_CUDA_CONV_SPLIT_K=0|1    0: a conv the wgmma kernel could run but with fewer
+ *                                  output tiles than it needs to fill the GPU (resnet18
+ *                                  at batch 1) runs as im2col + cuBLASLt GEMM, not on
+ *                                  that kernel with its K split over blocks (default 1).
+ *                                  For measurement.
  *   EMBER_CUDA_BRANCHES=0|1        0: every step of the CUDA graph waits for the one
  *                                  before it (default 1: a conv that shares no written
  *                                  bytes with the conv before it, resnet's downsampling
@@ -88,6 +93,7 @@ typedef struct ember_settings {
   bool cuda_conv_nhwc_gemm;
   bool cuda_conv_fold;
   bool cuda_conv_halo;
+  bool cuda_conv_split_k;
   bool cuda_branches;
   ember_mode cuda_pdl;
   bool cuda_profile;

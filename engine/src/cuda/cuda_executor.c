@@ -122,6 +122,9 @@ typedef struct ember_cuda_executor {
    * (UINT64_MAX: the direct kernel). */
   CUdeviceptr conv_col;
   CUdeviceptr conv_weights;
+  /* The float32 sums of the splits of a conv whose K is split over blocks (the largest
+   * any such conv needs; executor_conv_splits_k). */
+  CUdeviceptr conv_partial;
   uint64_t* conv_weight_offset;
   /* Per op: where a CONV2D on the implicit-GEMM kernel (conv_runs_igemm) has its tap
    * table in conv_weights (UINT64_MAX: none), and whether it takes the ADD after it
@@ -150,6 +153,7 @@ typedef struct ember_cuda_executor {
   uint32_t conv_halo_units; /* of those, on its resident-weights form */
   uint32_t conv_halo_stacked; /* of those, with whole images stacked in a strip */
   uint32_t conv_halo_kernels; /* the halo kernels they ran on (ember_cuda_executor_info) */
+  uint32_t conv_splits; /* of those, with K split over blocks and a sum step after */
   uint32_t reduce_columns;    /* REDUCEs taken 32 contiguous outputs a block */
   uint32_t reduce_column_vectors; /* of those, 16 bytes of outputs a lane */
   uint32_t conv_residuals;
@@ -3140,13 +3144,70 @@ static bool executor_conv_folds(const ember_cuda_executor* executor, const ember
          ember_settings_get()->cuda_conv_fold && conv_folds(executor->plan, op);
 }
 
+/* Whether this executor runs convs of too few tiles for the wgmma kernel on it anyway,
+ * their K split over blocks (executor_conv_splits_k; unless EMBER_CUDA_CONV_SPLIT_K=0). */
+static bool uses_conv_split_k(const ember_cuda_executor* executor) {
+  return executor->kernels.conv_igemm && uses_conv_wgmma(executor) &&
+         ember_settings_get()->cuda_conv_split_k;
+}
+
+/* Whether CONV2D op runs on the wgmma kernel with fewer output tiles than that kernel
+ * needs to fill the GPU (EMBER_CUDA_CONV_WGMMA_MIN_TILES: resnet18 at batch 1), its K
+ * split over blocks (conv_k_splits) so that they do, rather than as im2col + cuBLASLt
+ * GEMM: a conv the kernel could run (conv_runs_igemm's other rules), on an executor that
+ * takes this (uses_conv_split_k), that does not fold its input. Such a program needs no
+ * cuBLASLt for its convs, whose load and first calls took resnet18 b1's init to 4x its
+ * bound. */
+static bool executor_conv_splits_k(const ember_cuda_executor* executor, const ember_op_desc* op) {
+  return uses_conv_split_k(executor) && !executor_conv_folds(executor, op) &&
+         conv_runs_igemm(executor->plan, op, 0) &&
+         !conv_runs_igemm(executor->plan, op, EMBER_CUDA_CONV_WGMMA_MIN_TILES);
+}
+
 /* Whether CONV2D op runs on an implicit-GEMM kernel on this executor's GPU. */
 static bool executor_conv_runs_igemm(const ember_cuda_executor* executor, const ember_op_desc* op) {
   return executor->kernels.conv_igemm &&
-         (executor_conv_folds(executor, op) ||
+         (executor_conv_folds(executor, op) || executor_conv_splits_k(executor, op) ||
           conv_runs_igemm(executor->plan, op,
                           uses_conv_wgmma(executor) ? EMBER_CUDA_CONV_WGMMA_MIN_TILES
                                                     : EMBER_CUDA_CONV_IGEMM_MIN_TILES));
+}
+
+/* The fewest K tiles a split takes: a block's sums (128 positions by its channels, float32)
+ * are written once and read once, about two K tiles' copies. resnet18 at batch 1 ran
+ * 178.3-178.5 us with 2, 185.0-186.8 with 4, 196.6-196.7 with 8 (H100, same call). */
+#define EMBER_CUDA_CONV_SPLIT_MIN_K_TILES 2
+
+/* How many splits over K CONV2D op of output y, read in `shape`, takes on the wgmma kernel
+ * (executor_conv_splits_k), each of *out_per K tiles (the last of what is left): enough
+ * blocks that every SM holds as many as fit (3 of 64 channels, 2 of 128:
+ * EMBER_K_CONV_WGMMA_SMEM_BYTES), with at least EMBER_CUDA_CONV_SPLIT_MIN_K_TILES each.
+ * 1: no split (resnet18's 1x1 downsampling convs at batch 1, of 1 to 4 K tiles). */
+static int64_t conv_k_splits(const ember_cuda_executor* executor, const ember_tensor_desc* y,
+                             const conv_igemm_shape* shape, int64_t* out_per) {
+  const int64_t k_tiles = conv_igemm_k_tiles(shape);
+  const int64_t tiles = (int64_t)conv_igemm_tiles(y);
+  const int64_t resident = (conv_igemm_bm(y->dims[1]) == 64 ? 3 : 2) * (int64_t)executor->sm_count;
+  int64_t splits = (resident + tiles - 1) / tiles;
+  if (splits > k_tiles / EMBER_CUDA_CONV_SPLIT_MIN_K_TILES) {
+    splits = k_tiles / EMBER_CUDA_CONV_SPLIT_MIN_K_TILES;
+  }
+  if (splits < 1) splits = 1;
+  *out_per = (k_tiles + splits - 1) / splits;
+  return (k_tiles + *out_per - 1) / *out_per;
+}
+
+/* The bytes of the splits' sums of CONV2D op of output y on the wgmma kernel with K split
+ * (kernel_params.h: [splits][positions][o rounded up to 8] float32); 0 without a split. */
+static uint64_t conv_split_bytes(const ember_cuda_executor* executor, const ember_op_desc* op,
+                                 const conv_igemm_shape* shape) {
+  if (!executor_conv_splits_k(executor, op)) return 0;
+  const ember_tensor_desc* y = ember_plan_op_output_tensor(executor->plan, op, 0);
+  int64_t per;
+  const int64_t splits = conv_k_splits(executor, y, shape, &per);
+  if (splits < 2) return 0;
+  const uint64_t positions = (uint64_t)(y->dims[0] * y->dims[2] * y->dims[3]);
+  return (uint64_t)splits * positions * (((uint64_t)y->dims[1] + 7u) & ~(uint64_t)7u) * 4u;
 }
 
 /* The implicit GEMM's view of CONV2D op on this executor (one it runs on that kernel). */
@@ -3352,6 +3413,7 @@ static bool uses_conv_halo(const ember_cuda_executor* executor) {
 static bool executor_conv_runs_halo(const ember_cuda_executor* executor, const ember_op_desc* op,
                                     const conv_igemm_shape* shape, conv_halo_plan* out) {
   return uses_conv_halo(executor) && executor_conv_runs_igemm(executor, op) &&
+         !executor_conv_splits_k(executor, op) &&
          conv_halo_plan_of(executor->plan, op, shape, (int64_t)executor->sm_count, out);
 }
 
@@ -3455,7 +3517,7 @@ static ember_status* prepare_conv_gemms(ember_cuda_executor* executor) {
   if (executor->conv_weight_offset == NULL || executor->conv_table_offset == NULL) {
     return ember_status_make(EMBER_OUT_OF_MEMORY, "cuda executor: out of memory");
   }
-  uint64_t max_col = 0, max_flat = 0, max_packed = 0, total = 0;
+  uint64_t max_col = 0, max_flat = 0, max_packed = 0, max_partial = 0, total = 0;
   for (uint32_t i = 0; i < plan->num_ops; ++i) {
     executor->conv_weight_offset[i] = UINT64_MAX;
     executor->conv_table_offset[i] = UINT64_MAX;
@@ -3482,6 +3544,8 @@ static ember_status* prepare_conv_gemms(ember_cuda_executor* executor) {
           packed > max_packed) {
         max_packed = packed;
       }
+      const uint64_t partial = conv_split_bytes(executor, &plan->ops[i], &shape);
+      if (partial > max_partial) max_partial = partial;
     }
     uint64_t region;
     if (!ember_checked_align_u64(weight, EMBER_CUDA_ALIGNMENT, &aligned) ||
@@ -3498,12 +3562,16 @@ static ember_status* prepare_conv_gemms(ember_cuda_executor* executor) {
     if (flat > max_flat) max_flat = flat;
   }
   if (total == 0) return NULL;
-  size_t col_size, weights_size, flat_size, packed_size;
+  size_t col_size, weights_size, flat_size, packed_size, partial_size;
   if (!ember_u64_to_size(max_col, &col_size) || !ember_u64_to_size(total, &weights_size) ||
-      !ember_u64_to_size(max_flat, &flat_size) || !ember_u64_to_size(max_packed, &packed_size)) {
+      !ember_u64_to_size(max_flat, &flat_size) || !ember_u64_to_size(max_packed, &packed_size) ||
+      !ember_u64_to_size(max_partial, &partial_size)) {
     return ember_status_make(EMBER_OUT_OF_MEMORY, "cuda executor: conv buffers overflow");
   }
   EMBER_RETURN_IF_ERROR(allocate(executor, col_size, "im2col", &executor->conv_col));
+  if (partial_size > 0) {
+    EMBER_RETURN_IF_ERROR(allocate(executor, partial_size, "conv split sums", &executor->conv_partial));
+  }
   EMBER_RETURN_IF_ERROR(allocate(executor, packed_size, "conv packed input", &executor->conv_packed));
   EMBER_RETURN_IF_ERROR(allocate(executor, weights_size, "conv weights", &executor->conv_weights));
   if (flat_size > 0) {
@@ -3980,21 +4048,42 @@ static ember_status* build_conv2d_igemm(ember_cuda_executor* executor, uint32_t 
     const uint32_t kernel = !wgmma ? EMBER_CUDA_KERNEL_CONV_IGEMM
                        : bm == 64 ? EMBER_CUDA_KERNEL_CONV_WGMMA_64
                                   : EMBER_CUDA_KERNEL_CONV_WGMMA_128;
+    int64_t per = 0;
+    const int64_t splits =
+        executor_conv_splits_k(executor, op) ? conv_k_splits(executor, y, &shape, &per) : 1;
+    if (splits > 1) {
+      /* Its blocks write the sums to conv_partial (prepare sized it); the sum step writes y. */
+      p.partial = executor->conv_partial;
+      p.k_splits = (int32_t)splits;
+      p.split_k_tiles = (int32_t)per;
+    }
     step = add_kernel_step(executor, i, kernel + ember_cuda_half_index(y->dtype),
-                           (unsigned int)conv_igemm_tiles(y), &p, sizeof p);
+                           (unsigned int)(conv_igemm_tiles(y) * (uint64_t)splits), &p, sizeof p);
     step->shared_bytes = wgmma ? EMBER_K_CONV_WGMMA_SMEM_BYTES(bm) : EMBER_K_CONV_IGEMM_SMEM_BYTES(bm);
   }
   if (x_channels_last) {
     add_read_ref(executor, step, x_index, base + (uint32_t)offsetof(ember_k_conv_igemm_params, x));
+  }
+  /* Else it reads conv_packed, which every pack writes, or its pool's counts, or it writes
+   * conv_partial, which every split conv's blocks write. */
+  step->refs_complete = x_channels_last && pool == EMBER_PLAN_NO_INDEX && p.k_splits < 2;
+  step->macs = (uint64_t)p.positions * (uint64_t)p.o * (uint64_t)p.k_stride;
+  if (p.k_splits > 1) {
+    /* The splits' sum, the bias, the residual and the ReLU into y, LANES threads a vector
+     * of 8 channels of a position. It reads conv_partial. */
+    const uint64_t vectors = (uint64_t)p.positions * (uint64_t)((p.o + 7) / 8);
+    step = add_kernel_step(executor, i,
+                           EMBER_CUDA_KERNEL_CONV_SPLIT_SUM + ember_cuda_half_index(y->dtype),
+                           grid_for_elements(executor, vectors * EMBER_K_CONV_SPLIT_SUM_LANES),
+                           &p, sizeof p);
+    step->refs_complete = false;
+    ++executor->conv_splits;
   }
   if (p.has_residual) {
     add_read_ref(executor, step, residual,
                  base + (uint32_t)offsetof(ember_k_conv_igemm_params, residual));
   }
   add_ref(executor, step, y_index, base + (uint32_t)offsetof(ember_k_conv_igemm_params, y));
-  /* Else it reads conv_packed, which every pack writes, or its pool's counts. */
-  step->refs_complete = x_channels_last && pool == EMBER_PLAN_NO_INDEX;
-  step->macs = (uint64_t)p.positions * (uint64_t)p.o * (uint64_t)p.k_stride;
   ++executor->conv_igemms;
   if (wgmma) ++executor->conv_wgmmas;
   if (shape.fold == 2) ++executor->conv_folds;
@@ -5158,6 +5247,7 @@ static void cuda_executor_destroy(ember_executor* base) {
       if (executor->workspace != 0) driver->cuMemFree(executor->workspace);
       if (executor->embedding_error != 0) driver->cuMemFree(executor->embedding_error);
       if (executor->conv_col != 0) driver->cuMemFree(executor->conv_col);
+      if (executor->conv_partial != 0) driver->cuMemFree(executor->conv_partial);
       if (executor->conv_weights != 0) driver->cuMemFree(executor->conv_weights);
       if (executor->conv_packed != 0) driver->cuMemFree(executor->conv_packed);
       if (executor->conv_out != 0) driver->cuMemFree(executor->conv_out);
@@ -5451,6 +5541,8 @@ void ember_cuda_executor_get_info(const ember_executor* base,
   out_info->conv_halo_units = executor->conv_halo_units;
   out_info->conv_halo_stacked = executor->conv_halo_stacked;
   out_info->conv_halo_kernels = executor->conv_halo_kernels;
+  out_info->conv_splits = executor->conv_splits;
+  out_info->conv_split_k = uses_conv_split_k(executor);
   out_info->reduce_columns = executor->reduce_columns;
   out_info->reduce_column_vectors = executor->reduce_column_vectors;
   out_info->conv_packs = executor->conv_packs;

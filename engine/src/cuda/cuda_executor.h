@@ -54,6 +54,9 @@ typedef struct ember_cuda_executor_info {
   uint32_t conv_halo_units;      /* of those, on its resident-weights form (64 channels in
                                     and out: ember_conv_halo_units<n>) */
   uint32_t conv_halo_stacked;    /* of those, with whole images stacked in a strip */
+  uint32_t conv_splits;          /* of those, with too few tiles for the wgmma kernel and K
+                                    split over its blocks, their sums added by a second
+                                    kernel (ember_conv_split_sum) */
   uint32_t conv_halo_kernels;    /* the halo kernels they ran on: bit w for the streaming
                                     form's width index w (EMBER_K_CONV_HALO_WIDTHS), bit 8 +
                                     2·w + c16 for the resident-weights form's */
@@ -61,6 +64,9 @@ typedef struct ember_cuda_executor_info {
                                     EMBER_CUDA_WGMMA and EMBER_CUDA_CONV_HALO not 0) */
   bool conv_wgmma;               /* this executor takes that variant (compute capability 9.0,
                                     EMBER_CUDA_WGMMA not 0) */
+  bool conv_split_k;             /* it also takes convs of too few tiles for it, splitting K
+                                    where they have enough (EMBER_CUDA_CONV_SPLIT_K not 0),
+                                    rather than im2col + cuBLASLt GEMM */
   uint32_t fused_residuals;      /* ADDs of a conv's output and a residual done by that kernel */
   uint32_t conv_packs;           /* NCHW -> channels-last copies of those convs' inputs */
   uint32_t channels_last_tensors; /* tensors kept channels last between them: no copy */
