@@ -11,7 +11,8 @@ the wide, 32-bit and fallback paths of the gather, LAYER_NORM, MAX_POOL2D and SD
 softmax (bandwidth_cases); MAX_POOL2D's row path and im2col's 16-byte gathers
 (conv_pool_cases); LINEARs with an activation on the gemm_wgmma kernel
 (gemm_wgmma_cases); LINEARs of few rows on the narrow GEMM kernel (gemm_narrow_cases);
-LINEARs on gemm_wgmma in programs that then load no cuBLASLt (tma_only_cases).
+LINEARs on gemm_wgmma in programs that then load no cuBLASLt (tma_only_cases); convs of
+too few tiles for the wgmma kernel with K split over its blocks (split_k_cases).
 
 Integer inputs are drawn as floor(uniform(low, high)), so an EMBEDDING case's range is
 its index range; bool inputs are 0 or 1 at random whatever the range.
@@ -1700,6 +1701,35 @@ def beside_matmul(build):
     return both
 
 
+def split_k_cases():
+    """Convs of too few output tiles for the wgmma kernel (under 64) that it runs anyway,
+    their K split over blocks and the splits' float32 sums added by ember_conv_split_sum
+    (cuda_executor.c executor_conv_splits_k), in float16 and bfloat16; float32 (im2col +
+    GEMM) and EMBER_CUDA_CONV_SPLIT_K=0 are the controls. After the other cases, so their
+    seeds stay as they were."""
+    # resnet's block of 64 channels at 10 x 10 (one tile of 64 channels, 9 K tiles: 3
+    # splits each), its first conv's output channels last, the second's with the plan's
+    # input (NCHW) added and the RELU, channels last for the pool.
+    yield ("conv2d_split_block", -1.0, 1.0,
+           lambda p: resnet_block(p, [1, 64, 10, 10], 0.05, pool=True))
+    # resnet's downsampling block at 14 x 14 (layer4's shape, small): the 1x1 convs (one K
+    # tile) on the wgmma kernel unsplit, the 3x3 stride-2 conv in 3 splits, the 3x3 after
+    # it in 9 (128 channels, 2 K tiles each) with the channels-last downsampled input added
+    # and the RELU into the plan's output, NCHW.
+    yield ("conv2d_split_down", -1.0, 1.0,
+           lambda p: downsample_block(p, [1, 64, 14, 14], 128, 0.05))
+
+    # Two images into 20 channels (a vector of 8 past o), NCHW, the plan's second input
+    # (NCHW) added and the RELU.
+    def build_split_nchw(p):
+        x = p.input([2, 64, 6, 6])
+        c = p.op(pw.Op.CONV2D, [x, p.const([20, 64, 3, 3], 0.05), p.const([20], 0.2)],
+                 p.tmp([2, 20, 6, 6]), [1, 1, 1, 1, 1, 1, 1])
+        s = p.op(pw.Op.ADD, [c, p.input([2, 20, 6, 6])], p.tmp([2, 20, 6, 6]))
+        p.op(pw.Op.RELU, [s], p.out([2, 20, 6, 6]))
+    yield "conv2d_split_nchw", -1.0, 1.0, build_split_nchw
+
+
 def tma_only_cases():
     """Programs whose GEMMs Ember's kernels can all take once gemm_wgmma takes any LINEAR it
     can: under auto it does, and they load no cuBLASLt (cuda_executor.c
@@ -1869,7 +1899,8 @@ def main():
                                    list(reduce_columns_cases()) + list(gemv_groups_cases()) +
                                    list(gemm_wgmma_waves_cases()) + list(gemv_mma_cases()) +
                                    list(halo_widths_cases()) + list(branches_cases()) +
-                                   list(gemm_narrow_cases()) + list(tma_only_cases())):
+                                   list(gemm_narrow_cases()) + list(tma_only_cases()) +
+                                   list(split_k_cases())):
         for dtype_name, dtype in dtypes:
             seed += 1
             if dtype_name not in ONLY_DTYPES.get(name, (dtype_name,)):

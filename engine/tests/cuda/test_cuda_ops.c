@@ -309,22 +309,26 @@ static const struct {
  * constant weights) rather than the direct kernel (groups, depthwise, a weight input),
  * how many of those as one GEMM over all images (several images of few positions), and
  * how many im2col + GEMM pairs they take in float16 or bfloat16 and in float32 (0: one
- * per conv; more where a chunk of the images fills the col buffer). */
+ * per conv; more where a chunk of the images fills the col buffer). `split_moved` of
+ * those (flat ones) run on the wgmma kernel instead where the executor takes convs of too
+ * few tiles for it (info.conv_split_k), in float16 and bfloat16: channels at most a
+ * quarter padded (16 and 8 in, where 3, 4, 5 and 6 are not). */
 static const struct {
   const char* prefix;
   uint32_t conv_gemms;
   uint32_t flat;
   uint32_t chunks;
   uint32_t chunks_f32;
+  uint32_t split_moved;
 } kConv[] = {
-    {"conv2d_col_chunks_", 1, 0, 2, 3},
-    {"conv2d_pad1_", 1, 1, 0, 0}, {"conv2d_stride2_", 1, 1, 0, 0},
-    {"conv2d_dilation2_", 1, 0, 0, 0}, {"conv2d_1x1_", 1, 1, 0, 0},
-    {"conv2d_rect_", 1, 0, 0, 0}, {"conv2d_stem_", 1, 0, 0, 0},
-    {"conv2d_per_image_", 1, 0, 0, 0}, {"conv2d_relu_chain_", 3, 3, 0, 0},
-    {"conv2d_relu_groups_", 0, 0, 0, 0}, {"conv2d_groups2_", 0, 0, 0, 0},
-    {"conv2d_depthwise_", 0, 0, 0, 0}, {"conv2d_weight_input_", 0, 0, 0, 0},
-    {"convnet_block_", 2, 2, 0, 0}, /* its third conv is depthwise */
+    {"conv2d_col_chunks_", 1, 0, 2, 3, 0},
+    {"conv2d_pad1_", 1, 1, 0, 0, 0}, {"conv2d_stride2_", 1, 1, 0, 0, 0},
+    {"conv2d_dilation2_", 1, 0, 0, 0, 0}, {"conv2d_1x1_", 1, 1, 0, 0, 1},
+    {"conv2d_rect_", 1, 0, 0, 0, 0}, {"conv2d_stem_", 1, 0, 0, 0, 0},
+    {"conv2d_per_image_", 1, 0, 0, 0, 0}, {"conv2d_relu_chain_", 3, 3, 0, 0, 0},
+    {"conv2d_relu_groups_", 0, 0, 0, 0, 0}, {"conv2d_groups2_", 0, 0, 0, 0, 0},
+    {"conv2d_depthwise_", 0, 0, 0, 0, 0}, {"conv2d_weight_input_", 0, 0, 0, 0, 0},
+    {"convnet_block_", 2, 2, 0, 0, 1}, /* its third conv is depthwise; its stem has 3 channels */
 };
 
 /* CONV2D cases on the implicit-GEMM tensor-core kernel in float16 and bfloat16: how many
@@ -338,7 +342,10 @@ static const struct {
  * mma.sync form needs), else im2col + GEMM. `conv_gemms_nhwc` of the im2col + GEMM convs
  * run channels last (im2col from channels last, the output channels as the GEMM's M: in
  * float16 and bfloat16, too few tiles for the kernel, the output and residual channels
- * last); none in float32. */
+ * last); none in float32. Where the executor takes such convs onto the wgmma kernel, K
+ * split (info.conv_split_k), a row with `split_moves` runs all its im2col + GEMM convs
+ * there, none channels last through cuBLASLt, with `split_packs` packs and
+ * `split_channels_last` tensors kept channels last. */
 static const struct {
   const char* prefix;
   uint32_t conv_igemms;
@@ -349,54 +356,73 @@ static const struct {
   uint32_t channels_last;
   bool wgmma_only;
   uint32_t conv_gemms_nhwc;
+  bool split_moves;
+  uint32_t split_packs;
+  uint32_t split_channels_last;
 } kIgemm[] = {
-    {"conv2d_igemm_3x3_", 1, 0, 0, 0, 1, 0, false, 0},
-    {"conv2d_igemm_o136_stride2_", 1, 0, 0, 0, 1, 0, false, 0},
+    {"conv2d_igemm_3x3_", 1, 0, 0, 0, 1, 0, false, 0, false, 0, 0},
+    {"conv2d_igemm_o136_stride2_", 1, 0, 0, 0, 1, 0, false, 0, false, 0, 0},
     /* Folded space-to-depth on the wgmma kernel (conv_folds below), else im2col + GEMM. */
-    {"conv2d_igemm_stem_", 1, 0, 0, 0, 1, 0, true, 0},
-    {"conv2d_igemm_fold_c1_k5_", 1, 0, 0, 0, 1, 0, true, 0},
-    {"conv2d_igemm_fold_c4_k4_", 1, 0, 0, 0, 1, 0, true, 0},
-    {"conv2d_igemm_fold_rect_", 1, 0, 0, 0, 1, 0, true, 0},
-    {"conv2d_igemm_fold_relu_", 1, 0, 0, 1, 1, 0, true, 0},
-    {"conv2d_igemm_dil_rect_", 1, 0, 0, 0, 1, 0, false, 0},
-    {"conv2d_igemm_1x1_stride2_", 1, 0, 0, 0, 1, 0, false, 0},
+    {"conv2d_igemm_stem_", 1, 0, 0, 0, 1, 0, true, 0, false, 0, 0},
+    {"conv2d_igemm_fold_c1_k5_", 1, 0, 0, 0, 1, 0, true, 0, false, 0, 0},
+    {"conv2d_igemm_fold_c4_k4_", 1, 0, 0, 0, 1, 0, true, 0, false, 0, 0},
+    {"conv2d_igemm_fold_rect_", 1, 0, 0, 0, 1, 0, true, 0, false, 0, 0},
+    {"conv2d_igemm_fold_relu_", 1, 0, 0, 1, 1, 0, true, 0, false, 0, 0},
+    {"conv2d_igemm_dil_rect_", 1, 0, 0, 0, 1, 0, false, 0, false, 0, 0},
+    {"conv2d_igemm_1x1_stride2_", 1, 0, 0, 0, 1, 0, false, 0, false, 0, 0},
     /* The inner RELU's output is read only by the second conv. */
-    {"conv2d_igemm_block_", 2, 0, 1, 2, 1, 1, false, 0},
+    {"conv2d_igemm_block_", 2, 0, 1, 2, 1, 1, false, 0, false, 0, 0},
     /* Controls: the conv's output is read by a kernel that wants NCHW. */
-    {"conv2d_igemm_add_bcast_", 1, 0, 0, 1, 1, 0, false, 0},
-    {"conv2d_igemm_two_readers_", 1, 0, 0, 0, 1, 0, false, 0},
-    {"conv2d_igemm_tiles96_", 1, 0, 0, 0, 1, 0, true, 0},
+    {"conv2d_igemm_add_bcast_", 1, 0, 0, 1, 1, 0, false, 0, false, 0, 0},
+    {"conv2d_igemm_two_readers_", 1, 0, 0, 0, 1, 0, false, 0, false, 0, 0},
+    {"conv2d_igemm_tiles96_", 1, 0, 0, 0, 1, 0, true, 0, false, 0, 0},
     /* Both inner RELUs and the first block's output. */
-    {"conv2d_igemm_chain_", 4, 0, 2, 4, 1, 3, false, 0},
+    {"conv2d_igemm_chain_", 4, 0, 2, 4, 1, 3, false, 0, false, 0, 0},
     /* The first block's output shares its NCHW residual's bytes: it moves, staying
      * channels last (else it would be packed for the second block: 2 packs, 2 kept). */
-    {"conv2d_igemm_relocated_chain_", 4, 0, 2, 4, 1, 3, false, 0},
-    {"conv2d_igemm_wide_chain_", 2, 0, 0, 1, 1, 1, false, 0},
+    {"conv2d_igemm_relocated_chain_", 4, 0, 2, 4, 1, 3, false, 0, false, 0, 0},
+    {"conv2d_igemm_wide_chain_", 2, 0, 0, 1, 1, 1, false, 0, false, 0, 0},
     /* A block too small for the kernel in every dtype: im2col + GEMM, the residual as the
      * second GEMM's C, both RELUs in the epilogues. */
-    {"conv2d_gemm_block_", 0, 2, 1, 2, 0, 0, false, 0},
+    {"conv2d_gemm_block_", 0, 2, 1, 2, 0, 0, false, 0, true, 1, 1},
     /* The conv's output stays channels last for the two REDUCEs that read it (the
      * add_bcast row is the control: a reader that wants NCHW keeps it so). */
-    {"conv2d_igemm_pool_", 1, 0, 0, 1, 1, 1, false, 0},
+    {"conv2d_igemm_pool_", 1, 0, 0, 1, 1, 1, false, 0, false, 0, 0},
     /* Every conv channels last: both RELUs inside the blocks, the second conv's output
      * (the first block's residual, taken by the 1x1 conv after it), both blocks' outputs;
      * the input is packed for the two convs that read it. The gemm_block row is the
      * control: its block writes a plan output, so both its convs stay NCHW. */
-    {"conv2d_gemm_nhwc_chain_", 0, 5, 2, 4, 2, 5, false, 5},
+    {"conv2d_gemm_nhwc_chain_", 0, 5, 2, 4, 2, 5, false, 5, true, 2, 5},
     /* The stem conv's RELU output, the max pool's output and the block's inner RELU
      * (pools_channels_last below); the control: the pool writes the plan's output. */
-    {"conv2d_igemm_maxpool_block_", 3, 0, 1, 3, 1, 3, false, 0},
-    {"conv2d_igemm_maxpool_out_", 1, 0, 0, 0, 1, 0, false, 0},
+    {"conv2d_igemm_maxpool_block_", 3, 0, 1, 3, 1, 3, false, 0, false, 0, 0},
+    {"conv2d_igemm_maxpool_out_", 1, 0, 0, 0, 1, 0, false, 0, false, 0, 0},
     /* The first conv's output and the pool's. */
-    {"conv2d_igemm_maxpool_s1_", 2, 0, 0, 0, 1, 2, false, 0},
-    {"conv2d_igemm_maxpool_k2_", 2, 0, 0, 0, 1, 2, false, 0},
+    {"conv2d_igemm_maxpool_s1_", 2, 0, 0, 0, 1, 2, false, 0, false, 0, 0},
+    {"conv2d_igemm_maxpool_k2_", 2, 0, 0, 0, 1, 2, false, 0, false, 0, 0},
     /* The plan's input added and the RELU; the output NCHW, or channels last for the
      * REDUCEs (66 tiles: the wgmma kernels only). */
-    {"conv2d_halo_images_last_", 1, 0, 1, 1, 1, 1, true, 0},
-    {"conv2d_halo_images_nchw_", 1, 0, 1, 1, 1, 0, true, 0},
-    {"conv2d_halo_odd_strips_", 1, 0, 0, 0, 1, 0, true, 0},
+    {"conv2d_halo_images_last_", 1, 0, 1, 1, 1, 1, true, 0, false, 0, 0},
+    {"conv2d_halo_images_nchw_", 1, 0, 1, 1, 1, 0, true, 0, false, 0, 0},
+    {"conv2d_halo_odd_strips_", 1, 0, 0, 0, 1, 0, true, 0, false, 0, 0},
     /* One halo stage: on the halo kernel over one chunk, on conv_wgmma over two (kHalo). */
-    {"conv2d_halo_one_stage_", 1, 0, 0, 0, 1, 0, true, 0},
+    {"conv2d_halo_one_stage_", 1, 0, 0, 0, 1, 0, true, 0, false, 0, 0},
+};
+
+/* split_k_cases: convs of too few tiles for the wgmma kernel (under 64) where the
+ * executor takes them onto it anyway (info.conv_split_k), in float16 and bfloat16: how
+ * many of the case's convs (all on that kernel, none on cuBLASLt, which is not loaded),
+ * how many of those split K over blocks with a sum step after (9 K tiles and 18: 3
+ * splits and 9; the 1x1 convs' one K tile is not split), and the residual ADDs they take.
+ * The controls: float32, and executors that do not take them (EMBER_CUDA_CONV_SPLIT_K=0,
+ * EMBER_CUDA_WGMMA=0), where every conv runs as im2col + cuBLASLt GEMM and none splits. */
+static const struct {
+  const char* prefix;
+  uint32_t conv_wgmmas, conv_splits, fused_residuals;
+} kSplit[] = {
+    {"conv2d_split_block_", 2, 2, 1},
+    {"conv2d_split_down_", 4, 2, 1},
+    {"conv2d_split_nchw_", 1, 1, 1},
 };
 
 /* CONV2D cases on the halo kernel (conv_halo.cu) where the executor takes it, how many of
@@ -619,6 +645,7 @@ static void run_op_case(const char* dir, const char* name, double low, double hi
   g_totals.conv_halo_kernels |= info.conv_halo_kernels;
   g_totals.conv_halo = g_totals.conv_halo || info.conv_halo;
   g_totals.conv_wgmma = g_totals.conv_wgmma || info.conv_wgmma;
+  g_totals.conv_split_k = g_totals.conv_split_k || info.conv_split_k;
   g_totals.fused_residuals += info.fused_residuals;
   g_totals.gemv_kernels += info.gemv_kernels;
   g_totals.sdpa_flash += info.sdpa_flash;
@@ -683,13 +710,17 @@ static void run_op_case(const char* dir, const char* name, double low, double hi
   }
   for (size_t c = 0; c < sizeof kConv / sizeof kConv[0]; ++c) {
     if (strncmp(name, kConv[c].prefix, strlen(kConv[c].prefix)) == 0) {
-      const uint32_t listed = ends_with(name, "_f32") ? kConv[c].chunks_f32 : kConv[c].chunks;
-      const uint32_t chunks = listed != 0 ? listed : kConv[c].conv_gemms;
-      EXPECT(info.conv_gemms == kConv[c].conv_gemms && info.conv_gemms_flat == kConv[c].flat &&
-                 info.conv_gemm_chunks == chunks,
-             "%s: %u CONV2D ran as im2col + GEMM (%u over all images, %u chunks), expected %u "
-             "(%u, %u)", name, info.conv_gemms, info.conv_gemms_flat, info.conv_gemm_chunks,
-             kConv[c].conv_gemms, kConv[c].flat, chunks);
+      const bool f32 = ends_with(name, "_f32");
+      const uint32_t moved = info.conv_split_k && !f32 ? kConv[c].split_moved : 0;
+      const uint32_t gemms = kConv[c].conv_gemms - moved, flat = kConv[c].flat - moved;
+      const uint32_t listed = f32 ? kConv[c].chunks_f32 : kConv[c].chunks;
+      const uint32_t chunks = listed != 0 ? listed : gemms;
+      EXPECT(info.conv_gemms == gemms && info.conv_gemms_flat == flat &&
+                 info.conv_gemm_chunks == chunks && info.conv_wgmmas >= moved,
+             "%s: %u CONV2D ran as im2col + GEMM (%u over all images, %u chunks; %u on the "
+             "wgmma kernel), expected %u (%u, %u; at least %u)", name, info.conv_gemms,
+             info.conv_gemms_flat, info.conv_gemm_chunks, info.conv_wgmmas, gemms, flat, chunks,
+             moved);
       break;
     }
   }
@@ -866,22 +897,27 @@ static void run_op_case(const char* dir, const char* name, double low, double hi
              info.conv_gemms, info.fused_residuals, convs, kIgemm[c].fused_residuals);
     } else {
       const bool moved = kIgemm[c].wgmma_only && !info.conv_wgmma; /* to im2col + GEMM */
-      const uint32_t igemms = moved ? 0 : kIgemm[c].conv_igemms;
-      const uint32_t gemms = kIgemm[c].conv_gemms + (moved ? kIgemm[c].conv_igemms : 0);
+      const bool split = kIgemm[c].split_moves && info.conv_split_k; /* to the wgmma kernel */
+      const uint32_t igemms = moved ? 0 : kIgemm[c].conv_igemms + (split ? kIgemm[c].conv_gemms : 0);
+      const uint32_t gemms =
+          split ? 0 : kIgemm[c].conv_gemms + (moved ? kIgemm[c].conv_igemms : 0);
       EXPECT(info.conv_wgmmas == (info.conv_wgmma ? info.conv_igemms : 0),
              "%s: %u of %u implicit-GEMM convs on the wgmma kernel, which this executor %s",
              name, info.conv_wgmmas, info.conv_igemms, info.conv_wgmma ? "takes" : "does not take");
-      const uint32_t packs = moved ? 0 : kIgemm[c].conv_packs;
+      const uint32_t packs = moved ? 0 : split ? kIgemm[c].split_packs : kIgemm[c].conv_packs;
       /* Moved, the halo_images convs run as one GEMM over all their images, NCHW, which
        * takes no residual (the ADD and its RELU stay a kernel). */
-      const uint32_t kept = moved ? 0 : kIgemm[c].channels_last;
+      const uint32_t kept = moved  ? 0
+                            : split ? kIgemm[c].split_channels_last
+                                    : kIgemm[c].channels_last;
       const uint32_t residuals = moved ? 0 : kIgemm[c].fused_residuals;
       EXPECT(info.conv_packs == packs && info.channels_last_tensors == kept,
              "%s: %u inputs packed channels last and %u tensors kept so, expected %u and %u",
              name, info.conv_packs, info.channels_last_tensors, packs, kept);
-      EXPECT(info.conv_gemms_nhwc == kIgemm[c].conv_gemms_nhwc,
+      const uint32_t nhwc = split ? 0 : kIgemm[c].conv_gemms_nhwc;
+      EXPECT(info.conv_gemms_nhwc == nhwc,
              "%s: %u im2col + GEMM convs ran channels last, expected %u", name,
-             info.conv_gemms_nhwc, kIgemm[c].conv_gemms_nhwc);
+             info.conv_gemms_nhwc, nhwc);
       EXPECT(info.conv_igemms == igemms &&
                  info.conv_gemms == gemms &&
                  info.fused_residuals == residuals &&
@@ -892,6 +928,25 @@ static void run_op_case(const char* dir, const char* name, double low, double hi
              igemms, gemms, residuals, kIgemm[c].fused_activations);
     }
   }
+  for (size_t c = 0; c < sizeof kSplit / sizeof kSplit[0]; ++c) {
+    if (strncmp(name, kSplit[c].prefix, strlen(kSplit[c].prefix)) != 0) continue;
+    if (info.conv_split_k && !ends_with(name, "_f32")) {
+      EXPECT(info.conv_wgmmas == kSplit[c].conv_wgmmas && info.conv_splits == kSplit[c].conv_splits &&
+                 info.conv_gemms == 0 && !info.cublaslt &&
+                 info.fused_residuals == kSplit[c].fused_residuals,
+             "%s: %u CONV2D on the wgmma kernel, %u of them split over K, %u im2col + GEMM, "
+             "cuBLASLt %s, %u residuals fused; expected %u, %u, 0, not loaded, %u",
+             name, info.conv_wgmmas, info.conv_splits, info.conv_gemms,
+             info.cublaslt ? "loaded" : "not loaded", info.fused_residuals,
+             kSplit[c].conv_wgmmas, kSplit[c].conv_splits, kSplit[c].fused_residuals);
+    } else {
+      EXPECT(info.conv_splits == 0 && info.conv_gemms == kSplit[c].conv_wgmmas && info.cublaslt,
+             "%s: %u CONV2D split over K, %u im2col + GEMM (cuBLASLt %s); expected 0 and %u on "
+             "cuBLASLt", name, info.conv_splits, info.conv_gemms,
+             info.cublaslt ? "loaded" : "not loaded", kSplit[c].conv_wgmmas);
+    }
+  }
+  g_totals.conv_splits += info.conv_splits;
   g_rng = hash_name(name);
   ember_tensor_info in_info[16], out_info[16];
   buffers in = host_buffers(cpu, true, in_info, low, high);
@@ -1504,6 +1559,14 @@ int main(int argc, char** argv) {
 
   printf("op cases: %u LINEAR on the narrow GEMM kernel (which this executor %s)\n",
          g_totals.gemm_narrows, g_totals.gemm_narrow ? "takes" : "does not take");
+  printf("op cases: %u CONV2D of too few tiles split over K on the wgmma kernel (which this "
+         "executor %s)\n", g_totals.conv_splits, g_totals.conv_split_k ? "does" : "does not do");
+  /* Where it does, the split cases ran so (each case's check says how; this says they were
+   * not all skipped): 5 split convs in each of float16 and bfloat16. */
+  if (g_totals.conv_split_k && strstr("conv2d_split_", filter) != NULL) {
+    EXPECT(g_totals.conv_splits >= 10, "%u CONV2D split over K, expected at least 10",
+           g_totals.conv_splits);
+  }
   /* Under EMBER_CUDA_GEMM_NARROW=1 or auto on a GPU that has the kernel, the narrow cases
    * ran on it (the per-case checks say which; this says they were not all skipped). */
   if (g_totals.gemm_narrow && strstr("gemm_narrow", filter) != NULL) {
