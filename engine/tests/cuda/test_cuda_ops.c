@@ -383,7 +383,8 @@ static const struct {
     {"conv2d_igemm_relocated_chain_", 4, 0, 2, 4, 1, 3, false, 0, false, 0, 0},
     {"conv2d_igemm_wide_chain_", 2, 0, 0, 1, 1, 1, false, 0, false, 0, 0},
     /* A block too small for the kernel in every dtype: im2col + GEMM, the residual as the
-     * second GEMM's C, both RELUs in the epilogues. */
+     * second GEMM's C, both RELUs in the epilogues; where the executor splits K, on the
+     * wgmma kernel as conv2d_igemm_block is. */
     {"conv2d_gemm_block_", 0, 2, 1, 2, 0, 0, false, 0, true, 1, 1},
     /* The conv's output stays channels last for the two REDUCEs that read it (the
      * add_bcast row is the control: a reader that wants NCHW keeps it so). */
@@ -391,7 +392,8 @@ static const struct {
     /* Every conv channels last: both RELUs inside the blocks, the second conv's output
      * (the first block's residual, taken by the 1x1 conv after it), both blocks' outputs;
      * the input is packed for the two convs that read it. The gemm_block row is the
-     * control: its block writes a plan output, so both its convs stay NCHW. */
+     * control: its block writes a plan output, so both its convs stay NCHW. Where the
+     * executor splits K, the same on the wgmma kernel. */
     {"conv2d_gemm_nhwc_chain_", 0, 5, 2, 4, 2, 5, false, 5, true, 2, 5},
     /* The stem conv's RELU output, the max pool's output and the block's inner RELU
      * (pools_channels_last below); the control: the pool writes the plan's output. */
