@@ -364,13 +364,13 @@ typedef struct ember_k_im2col_params {
  * the same parameters on Hopper's wgmma. Its dynamic shared memory: a ring of 3 stages,
  * each BN + bm rows of BK elements, and 1 KB to align it to the swizzle's 1024 bytes
  * (73 KB and 97 KB: 3 and 2 blocks an SM). */
+#define EMBER_K_CONV_WGMMA_STAGES 3
+#define EMBER_K_CONV_WGMMA_SMEM_BYTES(bm) \
+  (EMBER_K_CONV_WGMMA_STAGES * (EMBER_K_CONV_IGEMM_BN + (bm)) * EMBER_K_CONV_IGEMM_BK * 2 + 1024)
 /* ember_conv_split_sum_<f16|bf16> (conv_wgmma.cu): the same parameters, LANES threads a
  * vector of 8 channels of one position (positions · o8 / 8 of them), in a grid-stride
  * loop. */
 #define EMBER_K_CONV_SPLIT_SUM_LANES 4
-#define EMBER_K_CONV_WGMMA_STAGES 3
-#define EMBER_K_CONV_WGMMA_SMEM_BYTES(bm) \
-  (EMBER_K_CONV_WGMMA_STAGES * (EMBER_K_CONV_IGEMM_BN + (bm)) * EMBER_K_CONV_IGEMM_BK * 2 + 1024)
 typedef struct ember_k_conv_igemm_params {
   uint64_t x;
   uint64_t w;
