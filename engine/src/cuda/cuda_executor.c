@@ -3207,7 +3207,7 @@ static uint64_t conv_split_bytes(const ember_cuda_executor* executor, const embe
   const int64_t splits = conv_k_splits(executor, y, shape, &per);
   if (splits < 2) return 0;
   const uint64_t positions = (uint64_t)(y->dims[0] * y->dims[2] * y->dims[3]);
-  return (uint64_t)splits * positions * (((uint64_t)y->dims[1] + 7u) & ~(uint64_t)7u) * 4u;
+  return (uint64_t)splits * positions * (uint64_t)EMBER_K_CONV_SPLIT_ROW(y->dims[1]) * 4u;
 }
 
 /* The implicit GEMM's view of CONV2D op on this executor (one it runs on that kernel). */
@@ -3569,9 +3569,7 @@ static ember_status* prepare_conv_gemms(ember_cuda_executor* executor) {
     return ember_status_make(EMBER_OUT_OF_MEMORY, "cuda executor: conv buffers overflow");
   }
   EMBER_RETURN_IF_ERROR(allocate(executor, col_size, "im2col", &executor->conv_col));
-  if (partial_size > 0) {
-    EMBER_RETURN_IF_ERROR(allocate(executor, partial_size, "conv split sums", &executor->conv_partial));
-  }
+  EMBER_RETURN_IF_ERROR(allocate(executor, partial_size, "conv split sums", &executor->conv_partial));
   EMBER_RETURN_IF_ERROR(allocate(executor, packed_size, "conv packed input", &executor->conv_packed));
   EMBER_RETURN_IF_ERROR(allocate(executor, weights_size, "conv weights", &executor->conv_weights));
   if (flat_size > 0) {
@@ -4071,7 +4069,7 @@ static ember_status* build_conv2d_igemm(ember_cuda_executor* executor, uint32_t 
   if (p.k_splits > 1) {
     /* The splits' sum, the bias, the residual and the ReLU into y, LANES threads a vector
      * of 8 channels of a position. It reads conv_partial. */
-    const uint64_t vectors = (uint64_t)p.positions * (uint64_t)((p.o + 7) / 8);
+    const uint64_t vectors = (uint64_t)p.positions * (uint64_t)(EMBER_K_CONV_SPLIT_ROW(p.o) / 8);
     step = add_kernel_step(executor, i,
                            EMBER_CUDA_KERNEL_CONV_SPLIT_SUM + ember_cuda_half_index(y->dtype),
                            grid_for_elements(executor, vectors * EMBER_K_CONV_SPLIT_SUM_LANES),

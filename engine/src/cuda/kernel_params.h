@@ -371,6 +371,8 @@ typedef struct ember_k_im2col_params {
  * vector of 8 channels of one position (positions · o8 / 8 of them), in a grid-stride
  * loop. */
 #define EMBER_K_CONV_SPLIT_SUM_LANES 4
+/* The elements between positions of a split's sums: o rounded up to 8, whole vectors. */
+#define EMBER_K_CONV_SPLIT_ROW(o) (((o) + 7) & ~7)
 typedef struct ember_k_conv_igemm_params {
   uint64_t x;
   uint64_t w;
@@ -392,7 +394,7 @@ typedef struct ember_k_conv_igemm_params {
   /* Split over K (the wgmma kernel only; k_splits 0 or 1: none). With k_splits > 1 the
    * grid is the tiles times k_splits, blockIdx.x / tiles a block's split, which takes
    * split_k_tiles of the K tiles from split · split_k_tiles; it writes its sums, float32
-   * without the bias, to partial [k_splits][positions][o8] (o8: o rounded up to 8) and
+   * without the bias, to partial [k_splits][positions][o8] (o8: EMBER_K_CONV_SPLIT_ROW) and
    * nothing else. ember_conv_split_sum then adds the splits in order (the same result
    * every run), the bias, the residual and the ReLU, and writes y. */
   uint64_t partial;

@@ -115,6 +115,42 @@ __device__ __forceinline__ void finish_vector(const ember_k_conv_igemm_params& p
   finish_with<T>(p, v, add);
 }
 
+/* The element index of channel o of position pos (image n = pos / (oh·ow)) in an NCHW
+ * tensor of the conv's output shape. */
+__device__ __forceinline__ int conv_nchw_index(const ember_k_conv_igemm_params& p, int pos, int o) {
+  const int plane = p.oh * p.ow;
+  const int n = (int)fast_div((uint32_t)pos, p.div_mul[0], p.div_shift[0]);
+  return (n * p.o + o) * plane + (pos - n * plane);
+}
+
+/* v, channels o..o+7 of position pos (o a multiple of 8), into channels-last y with the
+ * residual (in either layout) and the ReLU (finish_vector): 16 bytes. */
+template <typename T>
+__device__ __forceinline__ void store_channels_last_vector(const ember_k_conv_igemm_params& p,
+                                                           Vec16<T>& v, int pos, int o) {
+  const bool residual_last = (p.layout & EMBER_K_CONV_IGEMM_RESIDUAL_CHANNELS_LAST) != 0;
+  const int index = pos * p.o + o;
+  finish_vector<T>(p, v, residual_last && aligned16(p.residual), [&](int e) {
+    return residual_last ? index + e : conv_nchw_index(p, pos, o + e);
+  });
+  *reinterpret_cast<uint4*>(reinterpret_cast<uint16_t*>(p.y) + index) = v.raw;
+}
+
+/* One element of NCHW y, channel o of position pos: `value` (biased and rounded) with the
+ * residual (in either layout) and the ReLU, where the 8 of a vector do not go together. */
+template <typename T>
+__device__ __forceinline__ void store_nchw_element(const ember_k_conv_igemm_params& p,
+                                                   float value, int pos, int o) {
+  const int at = conv_nchw_index(p, pos, o);
+  if (p.has_residual) {
+    const bool residual_last = (p.layout & EMBER_K_CONV_IGEMM_RESIDUAL_CHANNELS_LAST) != 0;
+    value += Bits<T>::to_float(
+        reinterpret_cast<const uint16_t*>(p.residual)[residual_last ? pos * p.o + o : at]);
+  }
+  if (p.relu) value = value < 0.0f ? 0.0f : value;
+  reinterpret_cast<uint16_t*>(p.y)[at] = Bits<T>::from_float(value);
+}
+
 /* Writes the block's tile of y, channels o0.. (rows of them) by positions p0..
  * (kIgemmBN), from `tile`, adding the residual and the ReLU on the way (so y rounds twice
  * when a residual is fused, as the unfused CONV2D then ADD). NCHW y: 8 positions of one
@@ -127,10 +163,6 @@ __device__ __forceinline__ void store_conv_tile(const ember_k_conv_igemm_params&
   const int plane = p.oh * p.ow;
   uint16_t* y = reinterpret_cast<uint16_t*>(p.y);
   const bool residual_last = (p.layout & EMBER_K_CONV_IGEMM_RESIDUAL_CHANNELS_LAST) != 0;
-  auto nchw = [&](int pos, int o) {
-    const int n = (int)fast_div((uint32_t)pos, p.div_mul[0], p.div_shift[0]);
-    return (n * p.o + o) * plane + (pos - n * plane);
-  };
   if (p.layout & EMBER_K_CONV_IGEMM_Y_CHANNELS_LAST) {
     const int groups = rows / 8;
     for (int c = threadIdx.x; c < kIgemmBN * groups; c += blockDim.x) {
@@ -139,11 +171,7 @@ __device__ __forceinline__ void store_conv_tile(const ember_k_conv_igemm_params&
       if (o >= p.o || pos >= p.positions) continue;
       Vec16<T> v;
       v.raw = *reinterpret_cast<const uint4*>(tile.base + col * tile.position_stride + channel);
-      const int index = pos * p.o + o;
-      finish_vector<T>(p, v, residual_last && aligned16(p.residual), [&](int e) {
-        return residual_last ? index + e : nchw(pos, o + e);
-      });
-      *reinterpret_cast<uint4*>(y + index) = v.raw;
+      store_channels_last_vector<T>(p, v, pos, o);
     }
     return;
   }
@@ -165,14 +193,7 @@ __device__ __forceinline__ void store_conv_tile(const ember_k_conv_igemm_params&
       continue;
     }
     /* The 8 positions cross an image or the end, or an address is unaligned. */
-    const uint16_t* residual = reinterpret_cast<const uint16_t*>(p.residual);
-    for (int e = 0; e < 8 && pos + e < p.positions; ++e) {
-      const int at = nchw(pos + e, o);
-      float value = v.get(e);
-      if (p.has_residual) value += Bits<T>::to_float(residual[residual_last ? (pos + e) * p.o + o : at]);
-      if (p.relu) value = value < 0.0f ? 0.0f : value;
-      y[at] = Bits<T>::from_float(value);
-    }
+    for (int e = 0; e < 8 && pos + e < p.positions; ++e) store_nchw_element<T>(p, v.get(e), pos + e, o);
   }
 }
 

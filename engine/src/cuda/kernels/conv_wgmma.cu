@@ -39,9 +39,9 @@ static_assert(kWgmmaRowBytes == 128, "one K tile is one 128-byte swizzle row");
 constexpr int kWgmmaStages = EMBER_K_CONV_WGMMA_STAGES;
 
 
-/* o rounded up to 8: the rows of a split's sums (kernel_params.h), whole vectors of 8. */
+/* The rows of a split's sums (kernel_params.h). */
 __device__ __forceinline__ int split_row(const ember_k_conv_igemm_params& p) {
-  return (p.o + 7) & ~7;
+  return EMBER_K_CONV_SPLIT_ROW(p.o);
 }
 
 /* A split's sums of the block's tile to its slice of p.partial: this thread's pairs of
@@ -209,13 +209,11 @@ constexpr int kSumLanes = EMBER_K_CONV_SPLIT_SUM_LANES;
  * round the loop together, for the shuffles. */
 template <typename T>
 __device__ __forceinline__ void conv_split_sum(const ember_k_conv_igemm_params& p) {
-  const int o8 = split_row(p), groups = o8 / 8, plane = p.oh * p.ow;
+  const int o8 = split_row(p), groups = o8 / 8;
   const int64_t slice = (int64_t)p.positions * o8;
   const int64_t threads = (int64_t)p.positions * groups * kSumLanes;
   const int64_t rounds = (threads + 31) & ~(int64_t)31;
-  const bool residual_last = (p.layout & EMBER_K_CONV_IGEMM_RESIDUAL_CHANNELS_LAST) != 0;
   const int lane = (int)(threadIdx.x % kSumLanes);
-  uint16_t* y = reinterpret_cast<uint16_t*>(p.y);
   for (int64_t t = global_thread(); t < rounds; t += global_stride()) {
     const bool live = t < threads;
     const int64_t v = live ? t / kSumLanes : 0;
@@ -238,25 +236,12 @@ __device__ __forceinline__ void conv_split_sum(const ember_k_conv_igemm_params& 
     Vec16<T> out;
 #pragma unroll
     for (int e = 0; e < 8; ++e) out.set(e, sum[e] + conv_bias<T>(p, o + e));
-    const int n = (int)fast_div((uint32_t)pos, p.div_mul[0], p.div_shift[0]);
-    auto nchw = [&](int e) { return (n * p.o + o + e) * plane + (pos - n * plane); };
     if (p.layout & EMBER_K_CONV_IGEMM_Y_CHANNELS_LAST) { /* o a multiple of 8: the host checks */
-      const int index = pos * p.o + o;
-      finish_vector<T>(p, out, residual_last && aligned16(p.residual),
-                       [&](int e) { return residual_last ? index + e : nchw(e); });
-      *reinterpret_cast<uint4*>(y + index) = out.raw;
+      store_channels_last_vector<T>(p, out, pos, o);
       continue;
     }
     /* NCHW y: 8 channels of a position are a plane apart, and the last vector may pass o. */
-    const uint16_t* residual = reinterpret_cast<const uint16_t*>(p.residual);
-    for (int e = 0; e < 8 && o + e < p.o; ++e) {
-      float value = out.get(e);
-      if (p.has_residual) {
-        value += Bits<T>::to_float(residual[residual_last ? pos * p.o + o + e : nchw(e)]);
-      }
-      if (p.relu) value = value < 0.0f ? 0.0f : value;
-      y[nchw(e)] = Bits<T>::from_float(value);
-    }
+    for (int e = 0; e < 8 && o + e < p.o; ++e) store_nchw_element<T>(p, out.get(e), pos, o + e);
   }
 }
 
