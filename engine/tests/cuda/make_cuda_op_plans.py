@@ -139,6 +139,14 @@ def cases():
                 x = p.input(shape)
                 p.op(opcode, [x], p.out(shape), [] if approximate is None else [approximate])
             yield f"{name}_{shape_name}", -4.0, 4.0, build
+    # Every 16-bit pattern through GELU's erf form, float16 and bfloat16: test_cuda_ops
+    # binds the patterns themselves and checks against every16_exact (in cases.txt too, so
+    # that the CPU executor must agree with random inputs like any case).
+    for name, approximate in (("gelu_erf_every16", 0), ("gelu_tanh_every16", 1)):
+        def build(p, approximate=approximate):
+            x = p.input([65536])
+            p.op(pw.Op.GELU, [x], p.out([65536]), [approximate])
+        yield name, -4.0, 4.0, build
 
     shapes = [("same", [4, 33], [4, 33]), ("row", [4, 1, 5], [3, 1]),
               ("col", [2, 3], [1]), ("lead", [1], [2, 3]),
@@ -376,6 +384,7 @@ PROGRAM_NMSE_SCALE = 10.0
 # encoder's heads and sequence; at its batch of 32 the CPU reference took ~20 s a dtype
 # in a Debug build) in float16, the one that matters on the GPU.
 ONLY_DTYPES = {"sdpa_flash_encoder": ("f16",),
+               "gelu_erf_every16": ("f16", "bf16"), "gelu_tanh_every16": ("f16", "bf16"),
                # The CPU reference's time: float32 (cuBLASLt, a control) in the small ones.
                "gemm_wgmma_gelu_tails": ("f16", "bf16"), "gemm_wgmma_silu_grid": ("f16", "bf16"),
                "gemm_wgmma_sigmoid_rank3": ("f16", "bf16"), "gemm_wgmma_long_k": ("f16", "bf16"),
@@ -1880,6 +1889,57 @@ def gemv_groups_cases():
     yield "linear_rows65_relu", -1.0, 1.0, linear_act(65, 64, 40, pw.Op.RELU, None, True, True)
 
 
+def bf16_round(v):
+    """v rounded to the nearest bfloat16, ties to even, as a float (directly from the
+    double: no float32 step between)."""
+    if v == 0.0 or math.isinf(v) or math.isnan(v):
+        return v
+    _, e = math.frexp(v)  # |v| in [2^(e-1), 2^e)
+    quantum = 2.0 ** max(e - 8, -133)  # 8 significant bits; bfloat16's denormals below 2^-126
+    r = round(v / quantum) * quantum  # round() ties to even
+    return r if abs(r) < 2.0 ** 128 else math.copysign(math.inf, v)
+
+
+def gelu_exact(x, approximate):
+    """GELU in double precision: erf's form by erfc (no cancellation below 0), the tanh
+    form by x·σ(2u) (the same)."""
+    if approximate == 0:
+        return 0.5 * x * math.erfc(-x / math.sqrt(2.0))
+    if abs(x) > 1e6:  # x or -0, beyond where x³ would overflow
+        return x if x > 0 else -0.0
+    u = math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)
+    return x / (1.0 + math.exp(-2.0 * u)) if -2.0 * u < 700.0 else -0.0
+
+
+def every16_exact(path):
+    """For each 16-bit pattern h (float16, then bfloat16) and GELU form (erf, then tanh): the
+    exact GELU of h's value rounded to the type, as u16 bits (little-endian, 4 x 65536).
+    NaN in gives NaN, and so do both infinities in the erf form and -inf in the tanh form,
+    whose +inf gives +inf: what the kernels give (kernel_common.cuh activate)."""
+    out = bytearray()
+    for dtype in ("f16", "bf16"):
+        for approximate in (0, 1):
+            for h in range(65536):
+                if dtype == "f16":
+                    x = struct.unpack("<e", struct.pack("<H", h))[0]
+                else:
+                    x = struct.unpack("<f", struct.pack("<I", h << 16))[0]
+                if math.isnan(x) or math.isinf(x):
+                    inf = approximate == 1 and x == math.inf
+                    out += struct.pack("<H", (0x7C00 if inf else 0x7E00) if dtype == "f16" else
+                                       (0x7F80 if inf else 0x7FC0))
+                    continue
+                y = gelu_exact(x, approximate)
+                if dtype == "f16":
+                    out += struct.pack("<e", y) if abs(y) < 65520.0 else struct.pack(
+                        "<H", 0x7C00 if y > 0 else 0xFC00)
+                else:
+                    bits = struct.unpack("<I", struct.pack("<f", bf16_round(y)))[0]
+                    out += struct.pack("<H", bits >> 16)
+    with open(path, "wb") as f:
+        f.write(out)
+
+
 def main():
     global pw
     if len(sys.argv) != 3:
@@ -1935,6 +1995,7 @@ def main():
         bench.append(case)
     with open(os.path.join(out_dir, "bench.txt"), "w") as f:
         f.write("\n".join(bench) + "\n")
+    every16_exact(os.path.join(out_dir, "every16_exact.bin"))
 
 
 if __name__ == "__main__":

@@ -1256,6 +1256,80 @@ static void run_embedding_range_case(const char* dir, const char* name) {
   free(plan);
 }
 
+/* ---- every 16-bit input -------------------------------------------------------------- */
+
+/* Order of 16-bit float patterns along the number line: ulps between a and b are the
+ * difference of their keys (+0 and -0 both 0). */
+static int32_t ordered_key16(uint16_t bits) {
+  return (bits & 0x8000u) != 0 ? -(int32_t)(bits & 0x7FFFu) : (int32_t)bits;
+}
+
+/* A GELU case over all 65536 16-bit patterns (make_cuda_op_plans.py's gelu_*_every16) on
+ * the CUDA executor, against the exact values of every16_exact.bin, block `block` of its
+ * four (float16 erf, float16 tanh, bfloat16 erf, bfloat16 tanh): NaN where expected (NaN
+ * and both infinities in); elsewhere within a unit of the exact value, and at most 1% of
+ * the inputs a unit off. In bfloat16, whose range reaches far smaller results, that holds
+ * from x = -5 up; below, where they are under 1e-5, within 30% of it or 2^-120
+ * (kernel_common.cuh gelu_erf_16bit: within a factor of 1.3 under -6, zero past -13). */
+static void run_every16_case(const char* dir, const char* name, int block) {
+  char* path = test_join(dir, name, ".plan");
+  size_t size;
+  uint8_t* plan = test_read_file(path, &size);
+  free(path);
+  char* exact_path = test_join(dir, "every16_exact.bin", "");
+  size_t exact_size;
+  uint8_t* exact = test_read_file(exact_path, &exact_size);
+  free(exact_path);
+  ember_program* gpu = NULL;
+  if (!EXPECT(exact_size == 4u * 65536u * 2u, "every16_exact.bin: %zu bytes", exact_size) ||
+      !COUNT(CHECK_OK(create(plan, size, EMBER_EXECUTOR_CUDA, &gpu)))) {
+    free(exact);
+    free(plan);
+    return;
+  }
+  ember_tensor_info in_info[2], out_info[2];
+  buffers in = host_buffers(gpu, true, in_info, 0.0, 1.0);
+  buffers out = host_buffers(gpu, false, out_info, 0, 0);
+  const ember_dtype dtype = in_info[0].dtype;
+  uint16_t* x = in.data[0];
+  for (uint32_t h = 0; h < 65536u; ++h) x[h] = (uint16_t)h;
+  if (COUNT(CHECK_OK(ember_program_run(gpu, in.bindings, in.count, out.bindings, out.count)))) {
+    const uint16_t* y = out.data[0];
+    uint32_t off = 0, worst = 0, worst_at = 0, nan_mismatches = 0, tail_bad = 0;
+    for (uint32_t h = 0; h < 65536u; ++h) {
+      uint16_t want;
+      memcpy(&want, exact + 2u * (65536u * (uint32_t)block + h), 2);
+      const double e = load_value(&want, dtype, 0), a = load_value(&y[h], dtype, 0);
+      if (isnan(e) || isnan(a)) {
+        if (isnan(e) != isnan(a)) ++nan_mismatches;
+        continue;
+      }
+      if (dtype == EMBER_DTYPE_BFLOAT16 && load_value(&x[h], dtype, 0) < -5.0) {
+        if (fabs(a - e) > 0.3 * fabs(e) + 0x1p-120) ++tail_bad;
+        continue;
+      }
+      const uint32_t ulps = (uint32_t)abs(ordered_key16(y[h]) - ordered_key16(want));
+      if (ulps > 0) ++off;
+      if (ulps > worst) {
+        worst = ulps;
+        worst_at = h;
+      }
+    }
+    printf("  %-34s every 16-bit input: %u a unit off the exact value, at most %u units "
+           "(input %#06x); %u NaN mismatches, %u tiny results over 30%% off\n",
+           name, off, worst, worst_at, nan_mismatches, tail_bad);
+    EXPECT(worst <= 1 && off <= 655 && nan_mismatches == 0 && tail_bad == 0,
+           "%s: %u inputs off the exact value (at most 655 may be, by a unit), the worst by %u "
+           "units (input %#06x); %u NaN where the exact value is not or the reverse; %u tiny "
+           "results over 30%% off", name, off, worst, worst_at, nan_mismatches, tail_bad);
+  }
+  free_buffers(&in);
+  free_buffers(&out);
+  ember_program_destroy(gpu);
+  free(exact);
+  free(plan);
+}
+
 /* ---- dynamic batch ------------------------------------------------------------------ */
 
 /* Host buffers for the inputs at batch `batch` (dim 0 of every input, coefficient 1), and
@@ -1634,6 +1708,12 @@ int main(int argc, char** argv) {
     if (strstr(embedding_cases[i], filter) != NULL) {
       run_embedding_range_case(dir, embedding_cases[i]);
     }
+  }
+
+  static const char* every16_cases[] = {"gelu_erf_every16_f16", "gelu_tanh_every16_f16",
+                                        "gelu_erf_every16_bf16", "gelu_tanh_every16_bf16"};
+  for (int i = 0; i < 4; ++i) {
+    if (strstr(every16_cases[i], filter) != NULL) run_every16_case(dir, every16_cases[i], i);
   }
 
   if (filter[0] == '\0') {
