@@ -146,33 +146,32 @@ __device__ __forceinline__ float exp2_approx(float x) {
 }
 
 /* GELU's erf form for outputs of 16 bits, x·Φ(x) = max(x, 0) - |x|·Φ(-|x|), with
- * Φ(-a) = exp2(P(a) - a²·log2(e)/2) for a = |x|: P, of degree 11, is a Chebyshev
- * least-squares fit of log2(Φ(-a)) + a²·log2(e)/2 (smooth, from -1 to -4.2) on [0, 6],
- * evaluated at min(a, 6). Within 4.7e-6 of the exact GELU, relatively, for |x| <= 6
- * (2.4e-7 for x > 0; checked in float32 against double at 4M points of [-14, 14]); of
- * all 65536 float16 inputs, one rounds otherwise than the exact value (a tie at the
- * subnormals). Below -6 the result, under 6e-9 in magnitude, keeps the Gaussian's decay
- * within a factor of 2.4 and flushes to zero past about -13. One special-function
- * instruction (the ex2) an element, where the reciprocal-based erfc before it took two
- * for the same accuracy (the MLP's epilogues and GELU kernels are issue-bound on them);
- * erff takes one of two polynomial branches by |x|, and a warp holding both kinds runs
- * both. At x = ±inf the square is inf and Φ(-|x|) 0, so the fused multiply-add is
- * inf·0: NaN, as activate() gives, without a test for it. */
+ * Φ(-a) = exp2(Q(a)) for a = |x|: Q, of degree 7, is a weighted minimax fit of log2(Φ(-a))
+ * on [0, 13.2] (tools/fit_gelu_erf.py), weighted by how closely each a's float16 and
+ * bfloat16 results need it. Within 4.8e-6 of the exact GELU, relatively, for x >= -4
+ * (3.4e-6 for x > 0; float32 against double at 2M points), 3.1e-5 on [-5, -4]; of all
+ * finite float16 inputs, 109 round a unit away from the exact value and none further
+ * (0.17%), and of bfloat16's from -5 up, 128 (test_cuda_ops checks every 16-bit input).
+ * Below -6 the result, under 6e-9 in magnitude, is within a factor of 1.3 of the exact
+ * one and flushes to zero past about -13 (the ex2's denormals). No clamp of a: Q's leading
+ * coefficient is negative, so it keeps falling past 13.2 and the ex2 is 0 there.
+ * One special-function instruction (the ex2) and 9 FMA-pipe ones an element, where the
+ * degree-11 form before it (Φ(-a) = exp2(P(min(a, 6)) - a²·log2(e)/2), one float16 input
+ * off) took 16: the MLP's epilogues are issue-bound on them, and its four at batch 4096
+ * took 70.6-72.3 us against 75.1-75.9 (an H100, same call, alternating). erff takes one
+ * of two polynomial branches by |x|, and a warp holding both kinds runs both. At
+ * x = ±inf Q is -inf and Φ(-|x|) 0, so the fused multiply-add is inf·0: NaN, as
+ * activate() gives, without a test for it. */
 __device__ __forceinline__ float gelu_erf_16bit(float x) {
-  const float a = fminf(fabsf(x), 6.0f);
-  float poly = fmaf(a, 2.301887569e-09f, -8.705639942e-08f);
-  poly = fmaf(a, poly, 1.461184979e-06f);
-  poly = fmaf(a, poly, -1.420648277e-05f);
-  poly = fmaf(a, poly, 8.575903485e-05f);
-  poly = fmaf(a, poly, -2.913067874e-04f);
-  poly = fmaf(a, poly, -5.367014182e-06f);
-  poly = fmaf(a, poly, 6.981322076e-03f);
-  poly = fmaf(a, poly, -5.248103291e-02f);
-  poly = fmaf(a, poly, 2.621455491e-01f);
-  poly = fmaf(a, poly, -1.151107550e+00f);
-  poly = fmaf(a, poly, -9.999998808e-01f);
-  const float phi_neg = exp2_approx(fmaf(x * x, -0.72134752044448170368f, poly)); /* Φ(-|x|) */
-  return fmaf(-fabsf(x), phi_neg, fmaxf(x, 0.0f));
+  const float a = fabsf(x);
+  float q = fmaf(a, -1.429540362e-06f, 5.457967200e-05f);
+  q = fmaf(a, q, -8.829443250e-04f);
+  q = fmaf(a, q, 8.347611874e-03f);
+  q = fmaf(a, q, -5.367936939e-02f);
+  q = fmaf(a, q, -4.587070942e-01f);
+  q = fmaf(a, q, -1.151163936e+00f);
+  q = fmaf(a, q, -1.000003219e+00f);
+  return fmaf(-a, exp2_approx(q), fmaxf(x, 0.0f));
 }
 
 /* The approximate reciprocal of the special function unit, one instruction (flushing
