@@ -7,10 +7,10 @@ This script fits Q to log2(Φ(-a)) on [0, 13.2] by weighted minimax (Lawson's it
 reweighted least squares), each a weighted by how closely Φ(-a) must be known there for
 the results at x = -a and x = +a to round right:
 
-  - float16: to a quarter of the result's unit where it is a normal number, to a
-    fraction of 2^-24 where it is a denormal (below about -4);
-  - bfloat16: to its unit down to -5; below that only loosely (TAIL_TOLERANCE), where
-    results are under 1e-6.
+  - float16: to 2^-11 of the result, relatively (at most half its unit), where it is a
+    normal number; to 2^-24, absolutely, where it is a denormal (below about -4);
+  - bfloat16: to 2^-8 of the result down to -5; below -6, where results are under 6e-9,
+    only to within TAIL_TOLERANCE.
 
 Past 13.2 the exp2 of the kernel is 0 (it flushes denormals), and no clamp of a is
 needed as long as Q's leading coefficient is negative (it then keeps falling), which

@@ -6,7 +6,8 @@
  * outputs allocated here with the driver API (used in place; the counters do not move),
  * pointers that change between runs (graph updates), device pointers too little
  * aligned for the GEMMs (staged on the device), and pointers one element off 16-byte
- * alignment (used in place, so the kernels' 16-byte paths must fall back).
+ * alignment (used in place, so the kernels' 16-byte paths must fall back). And GELU's
+ * two forms at every 16-bit input against the exact values (run_every16_case).
  *
  * Without an NVIDIA driver, a device, or cuBLASLt, the test still runs every case on the
  * CPU executor (so a plan the verifier refuses, or a CPU kernel that fails, shows up in
