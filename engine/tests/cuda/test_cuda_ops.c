@@ -1713,8 +1713,8 @@ int main(int argc, char** argv) {
 
   static const char* every16_cases[] = {"gelu_erf_every16_f16", "gelu_tanh_every16_f16",
                                         "gelu_erf_every16_bf16", "gelu_tanh_every16_bf16"};
-  for (int i = 0; i < 4; ++i) {
-    if (strstr(every16_cases[i], filter) != NULL) run_every16_case(dir, every16_cases[i], i);
+  for (size_t i = 0; i < sizeof every16_cases / sizeof every16_cases[0]; ++i) {
+    if (strstr(every16_cases[i], filter) != NULL) run_every16_case(dir, every16_cases[i], (int)i);
   }
 
   if (filter[0] == '\0') {
