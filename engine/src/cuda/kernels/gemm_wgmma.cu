@@ -149,21 +149,20 @@ __device__ __forceinline__ void store_gemm_tile(const ember_k_linear_tma_params&
   }
 }
 
-/* The consumer warpgroups' part: the MMAs over every K tile, then the epilogue. */
+/* A consumer warpgroup's MMAs of one tile over k_tiles K tiles, the ring's uses first ..
+ * first + k_tiles - 1 (use u in stage u % STAGES, its full barrier's phase u / STAGES):
+ * each stage goes back to the producer (an arrival per warp on its empty barrier) once
+ * the MMAs after it are issued and its own have completed (wgmma.wait_group 1), but the
+ * last `kept` uses' stages, which the caller still needs. */
 template <typename T, int BN, typename Full, typename Empty>
-__device__ __forceinline__ void gemm_wgmma_consume(const ember_k_gemm_wgmma_params& p,
-                                                   uint8_t* smem, const float* bias_tile,
-                                                   Full full, Empty empty, int m0, int n0) {
-  constexpr int kOutStride = GemmColumns<BN>::kOutStride;
-  const uint32_t ring = shared_address(smem);
-  const int tid = threadIdx.x;
-  const int group = (tid >> 7) - 1, warp = (tid >> 5) & 3, lane = tid & 31;
-  float acc[BN / 2];
+__device__ __forceinline__ void gemm_wgmma_mmas(float (&acc)[BN / 2], uint32_t ring, int group,
+                                                int lane, Full full, Empty empty, int first,
+                                                int k_tiles, int kept) {
 #pragma unroll
   for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
-  for (int kt = 0; kt < p.k_tiles; ++kt) {
-    const int s = kt % kGemmStages;
-    mbarrier_wait(full(s), (uint32_t)((kt / kGemmStages) & 1));
+  for (int kt = 0; kt < k_tiles; ++kt) {
+    const int u = first + kt, s = u % kGemmStages;
+    mbarrier_wait(full(s), (uint32_t)((u / kGemmStages) & 1));
     const uint32_t x_tile = ring + (uint32_t)(s * GemmColumns<BN>::kStageBytes);
     const uint32_t a = x_tile + (uint32_t)(group * 64 * 128);
     const uint32_t b = x_tile + (uint32_t)kGemmXBytes;
@@ -174,8 +173,9 @@ __device__ __forceinline__ void gemm_wgmma_consume(const ember_k_gemm_wgmma_para
     }
     wgmma_commit();
     wgmma_wait<1>(); /* the MMAs of tile kt - 1 have read their stage */
-    if (kt > 0 && lane < kGemmCluster) { /* lane r: the block of rank r's barrier */
-      const uint32_t released = empty((kt - 1) % kGemmStages);
+    /* lane r: the block of rank r's barrier */
+    if (kt > 0 && kt - 1 < k_tiles - kept && lane < kGemmCluster) {
+      const uint32_t released = empty((u - 1) % kGemmStages);
       if constexpr (kGemmCluster > 1) {
         mbarrier_arrive_cluster(released, (uint32_t)lane);
       } else {
@@ -185,16 +185,17 @@ __device__ __forceinline__ void gemm_wgmma_consume(const ember_k_gemm_wgmma_para
   }
   wgmma_wait_all();
   fence_accumulators(acc);
+}
 
-  /* Accumulator 4j + e: row 64·group + 16·warp + lane / 4 (+8 for e >= 2), column
-   * 8j + 2·(lane % 4) + e % 2: each (j, e / 2) is one 8 x 8 fragment of stmatrix's layout.
-   * Biased and rounded (the unfused LINEAR's stored output) into this warpgroup's 64 rows
-   * of the ring, four fragments a stmatrix: rows of BN + 8 elements, so that a fragment's 8
-   * rows fall on distinct banks. Both consumer warpgroups first wait for each other
-   * (barrier 1): the other one's last MMAs may still read the stages underneath; the
-   * producer's bias warps arrive there too, once the bias tile is written. */
-  asm volatile("bar.sync 1, %0;\n" ::"n"(kGemmEpilogueThreads) : "memory");
-  uint16_t* tile = reinterpret_cast<uint16_t*>(smem) + group * 64 * kOutStride;
+/* Accumulator 4j + e: row 64·group + 16·warp + lane / 4 (+8 for e >= 2), column
+ * 8j + 2·(lane % 4) + e % 2: each (j, e / 2) is one 8 x 8 fragment of stmatrix's layout.
+ * Biased (bias_tile: the tile's BN columns in float32) and rounded (the unfused LINEAR's
+ * stored output) into the warpgroup's 64 rows at `tile`, four fragments a stmatrix: rows
+ * of BN + 8 elements, so that a fragment's 8 rows fall on distinct banks. */
+template <typename T, int BN>
+__device__ __forceinline__ void stage_gemm_tile(const float (&acc)[BN / 2], const float* bias_tile,
+                                                uint16_t* tile, int warp, int lane) {
+  constexpr int kOutStride = GemmColumns<BN>::kOutStride;
   /* This thread's row address for stmatrix: fragment lane / 8 = (column group j + f / 2,
    * rows + 8 for odd f), row lane % 8 of it. */
   const int fragment = lane >> 3;
@@ -212,6 +213,25 @@ __device__ __forceinline__ void gemm_wgmma_consume(const ember_k_gemm_wgmma_para
     }
     stmatrix_x4(row_address + (uint32_t)(j * 8 * 2), pairs);
   }
+}
+
+/* The consumer warpgroups' part: the MMAs over every K tile, then the epilogue. */
+template <typename T, int BN, typename Full, typename Empty>
+__device__ __forceinline__ void gemm_wgmma_consume(const ember_k_gemm_wgmma_params& p,
+                                                   uint8_t* smem, const float* bias_tile,
+                                                   Full full, Empty empty, int m0, int n0) {
+  constexpr int kOutStride = GemmColumns<BN>::kOutStride;
+  const int tid = threadIdx.x;
+  const int group = (tid >> 7) - 1, warp = (tid >> 5) & 3, lane = tid & 31;
+  float acc[BN / 2];
+  gemm_wgmma_mmas<T, BN>(acc, shared_address(smem), group, lane, full, empty, 0, p.k_tiles, 1);
+  /* The tile goes into the ring's first stages. Both consumer warpgroups first wait for
+   * each other (barrier 1): the other one's last MMAs may still read the stages
+   * underneath; the producer's bias warps arrive there too, once the bias tile is
+   * written. */
+  asm volatile("bar.sync 1, %0;\n" ::"n"(kGemmEpilogueThreads) : "memory");
+  uint16_t* tile = reinterpret_cast<uint16_t*>(smem) + group * 64 * kOutStride;
+  stage_gemm_tile<T, BN>(acc, bias_tile, tile, warp, lane);
   /* The warpgroup's own barrier (2 and 3; 0 is __syncthreads'). */
   asm volatile("bar.sync %0, 128;\n" ::"r"(group + 2) : "memory");
   with_activation(p.linear.act, [&](auto act) {
