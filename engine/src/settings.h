@@ -36,6 +36,10 @@
  *                                  0: never; for measurement. A program whose GEMMs all
  *                                  take it skips cuBLASLt's load and heuristics at create
  *                                  (the encoder at batch 1: 24 ms instead of 216).
+ *   EMBER_CUDA_GEMM_CHAIN=0|1      1: LINEARs on gemm_wgmma that read one another's
+ *                                  outputs (the MLP's four) run as one persistent chain
+ *                                  kernel rather than a kernel each (default 0: not yet
+ *                                  measured on a GPU).
  *   EMBER_CUDA_CONV_NHWC_GEMM=0|1  0: convs too small for the implicit-GEMM kernel run as
  *                                  im2col + GEMM in NCHW only, not channels last with
  *                                  the output channels as M (default 1). For measurement.
@@ -90,6 +94,7 @@ typedef struct ember_settings {
   bool cuda_wgmma;
   ember_mode cuda_gemm_wgmma;
   ember_mode cuda_gemm_narrow;
+  bool cuda_gemm_chain;
   bool cuda_conv_nhwc_gemm;
   bool cuda_conv_fold;
   bool cuda_conv_halo;

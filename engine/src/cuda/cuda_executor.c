@@ -21,13 +21,14 @@
 #define EMBER_CUDA_ALIGNMENT 256u
 /* The most GEMM workspace a heuristic may ask for (what NVIDIA suggests for Hopper). */
 #define EMBER_CUDA_MAX_WORKSPACE (32u << 20)
-#define EMBER_CUDA_MAX_PARAMS 512u
+#define EMBER_CUDA_MAX_PARAMS 1600u
 _Static_assert(sizeof(ember_k_conv_halo_params) <= EMBER_CUDA_MAX_PARAMS &&
-                   sizeof(ember_k_gemm_wgmma_params) <= EMBER_CUDA_MAX_PARAMS &&
+                   sizeof(ember_k_gemm_chain_params) <= EMBER_CUDA_MAX_PARAMS &&
                    sizeof(ember_k_gemm_narrow_params) <= EMBER_CUDA_MAX_PARAMS,
                "the largest kernel parameters fit a step's");
-/* Tensors whose addresses one kernel step patches (SDPA with a mask has five). */
-#define EMBER_CUDA_MAX_REFS 8u
+/* Tensors whose addresses one kernel step patches (SDPA with a mask has five, a chain of
+ * LINEARs four a layer). */
+#define EMBER_CUDA_MAX_REFS 16u
 _Static_assert(EMBER_CUDA_MAX_REFS <= 32u, "a step's read_refs has a bit a ref");
 
 /* A tensor a step reads or writes: for a kernel step, where in its parameter struct the
@@ -46,6 +47,7 @@ typedef enum step_tensor_maps {
   TENSOR_MAPS_NONE = 0,
   TENSOR_MAPS_LINEAR = 1,    /* ember_k_gemm_wgmma_params, ember_k_gemm_narrow_params */
   TENSOR_MAPS_CONV_HALO = 2, /* ember_k_conv_halo_params */
+  TENSOR_MAPS_CHAIN = 3,     /* ember_k_gemm_chain_params: each layer's */
 } step_tensor_maps;
 
 typedef struct ember_cuda_step {
@@ -172,6 +174,11 @@ typedef struct ember_cuda_executor {
   uint32_t gemm_wgmmas_small;
   /* LINEARs of few rows run on the narrow GEMM kernel (linear_takes_gemm_narrow). */
   uint32_t gemm_narrows;
+  /* gemm_wgmma steps merged into chain kernels (merge_gemm_chains): the chains, their
+   * LINEARs, and their tickets and arrival counts (one allocation for all). */
+  uint32_t gemm_chains;
+  uint32_t gemm_chain_layers;
+  CUdeviceptr gemm_chain_counts;
   /* Set in open_cublaslt when Ember's kernels can take every GEMM of the program once
    * gemm_wgmma takes any LINEAR it can: then, under EMBER_CUDA_GEMM_WGMMA=auto, it does, and
    * cuBLASLt is not loaded (linear_takes_gemm_wgmma). */
@@ -354,6 +361,13 @@ static ember_status* patch_kernel_params(const ember_cuda_executor* executor,
     ember_k_linear_tma_params p; /* the first member of either kernel's parameters */
     memcpy(&p, step->params, sizeof p);
     EMBER_RETURN_IF_ERROR(encode_linear_tma_maps(executor->driver, &p));
+    memcpy(step->params, &p, sizeof p);
+  } else if (step->tensor_maps == TENSOR_MAPS_CHAIN) {
+    ember_k_gemm_chain_params p;
+    memcpy(&p, step->params, sizeof p);
+    for (int32_t l = 0; l < p.layers; ++l) {
+      EMBER_RETURN_IF_ERROR(encode_linear_tma_maps(executor->driver, &p.layer[l].linear));
+    }
     memcpy(step->params, &p, sizeof p);
   } else if (step->tensor_maps == TENSOR_MAPS_CONV_HALO) {
     ember_k_conv_halo_params p;
@@ -4486,6 +4500,162 @@ static ember_status* build_steps(ember_cuda_executor* executor, size_t* out_work
   return status;
 }
 
+/* ---- LINEARs one after another on one persistent kernel (gemm_chain) ------------------- */
+
+/* Whether this executor runs consecutive gemm_wgmma steps that read one another's outputs
+ * as one chain kernel (kernel_params.h ember_k_gemm_chain_params): gemm_wgmma's
+ * conditions, the chain kernel's shared memory, and EMBER_CUDA_GEMM_CHAIN=1. */
+static bool uses_gemm_chain(const ember_cuda_executor* executor) {
+  return uses_gemm_wgmma(executor) && executor->kernels.gemm_chain &&
+         ember_settings_get()->cuda_gemm_chain;
+}
+
+/* Whether tensors a and b are the same bytes: one tensor, or intermediates at one place
+ * in the arena of one size (a reshape's view). */
+static bool same_bytes(const ember_cuda_executor* executor, uint32_t a, uint32_t b) {
+  const ember_tensor_desc* ta = &executor->plan->tensors[a];
+  const ember_tensor_desc* tb = &executor->plan->tensors[b];
+  return a == b ||
+         (ta->storage == EMBER_STORAGE_INTERMEDIATE && tb->storage == EMBER_STORAGE_INTERMEDIATE &&
+          arena_offset(executor, a) == arena_offset(executor, b) && ta->nbytes == tb->nbytes);
+}
+
+/* Whether step s (a gemm_wgmma step of 256-column tiles in `function`'s dtype: refs x, w,
+ * the bias if any, y) can follow the chain of steps first .. s - 1 as its next layer: its K
+ * tiles a whole number of the ring's stages (each tile's last two then sit where the
+ * chain's epilogue puts its tile), its x the previous layer's y, and its y sharing no
+ * bytes with its own x, nor with the chain's other tensors unless it is the same bytes: a
+ * tile waits for the tiles of its own rows in the layer before, which waited for theirs,
+ * so the rows of an earlier tensor that it writes over are rows only finished tiles read. */
+static bool step_extends_chain(const ember_cuda_executor* executor, uint32_t first, uint32_t s,
+                               CUfunction function) {
+  const ember_cuda_step* step = &executor->steps[s];
+  if (step->is_gemm || step->tensor_maps != TENSOR_MAPS_LINEAR || step->function != function ||
+      s - first >= EMBER_K_GEMM_CHAIN_MAX) {
+    return false;
+  }
+  ember_k_gemm_wgmma_params p;
+  memcpy(&p, step->params, sizeof p);
+  const uint32_t x = step->refs[0].tensor, y = step->refs[step->num_refs - 1].tensor;
+  if (p.k_tiles % EMBER_K_GEMM_WGMMA_STAGES != 0 || arena_overlap(executor, x, y)) return false;
+  if (s == first) return true;
+  const ember_cuda_step* before = &executor->steps[s - 1];
+  if (!same_bytes(executor, before->refs[before->num_refs - 1].tensor, x)) return false;
+  for (uint32_t t = first; t + 1 < s; ++t) {
+    const ember_cuda_step* layer = &executor->steps[t];
+    const uint32_t written = layer->refs[layer->num_refs - 1].tensor;
+    if (arena_overlap(executor, y, written) && !same_bytes(executor, y, written)) return false;
+  }
+  const uint32_t x0 = executor->steps[first].refs[0].tensor;
+  return !arena_overlap(executor, y, x0) || same_bytes(executor, y, x0);
+}
+
+/* The layers of the chain that starts at step `first` (1: none). */
+static uint32_t chain_layers_at(const ember_cuda_executor* executor, uint32_t first) {
+  uint32_t layers = 0;
+  for (uint32_t k = 0; k < 2 && layers == 0; ++k) {
+    const CUfunction function = executor->kernels.functions[EMBER_CUDA_KERNEL_GEMM_WGMMA + k];
+    while (first + layers < executor->num_steps &&
+           step_extends_chain(executor, first, first + layers, function)) {
+      ++layers;
+    }
+  }
+  return layers == 0 ? 1u : layers;
+}
+
+/* The int32 counts a chain of these layers needs (ember_k_gemm_chain_params counts). */
+static uint64_t chain_counts(const ember_cuda_executor* executor, uint32_t first, uint32_t layers) {
+  ember_k_gemm_wgmma_params p;
+  memcpy(&p, executor->steps[first].params, sizeof p);
+  const uint64_t m_tiles = ceil_div_u64((uint64_t)p.linear.rows, EMBER_K_GEMM_WGMMA_BM);
+  return 2u + (uint64_t)(layers - 1u) * m_tiles;
+}
+
+/* Steps first .. first + layers - 1 as one chain step into *out, its counts at `counts`. */
+static void merge_gemm_chain(ember_cuda_executor* executor, uint32_t first, uint32_t layers,
+                             CUdeviceptr counts, ember_cuda_step* out) {
+  ember_k_gemm_chain_params p;
+  memset(&p, 0, sizeof p);
+  p.layers = (int32_t)layers;
+  p.counts = counts;
+  uint64_t tiles = 0;
+  ember_cuda_step chain = executor->steps[first];
+  chain.num_refs = 0;
+  chain.read_refs = 0;
+  chain.touches_io = false;
+  chain.macs = 0;
+  for (uint32_t l = 0; l < layers; ++l) {
+    const ember_cuda_step* step = &executor->steps[first + l];
+    memcpy(&p.layer[l], step->params, sizeof p.layer[l]);
+    p.m_tiles = (int32_t)ceil_div_u64((uint64_t)p.layer[l].linear.rows, EMBER_K_GEMM_WGMMA_BM);
+    tiles += (uint64_t)p.m_tiles * (uint64_t)p.layer[l].n_tiles;
+    for (uint32_t r = 0; r < step->num_refs; ++r) {
+      if (step->read_refs >> r & 1u) chain.read_refs |= 1u << chain.num_refs;
+      add_ref(executor, &chain, step->refs[r].tensor,
+              step->refs[r].slot + l * (uint32_t)sizeof(ember_k_gemm_wgmma_params));
+    }
+    chain.macs += step->macs;
+  }
+  const uint32_t half = executor->steps[first].function ==
+                                executor->kernels.functions[EMBER_CUDA_KERNEL_GEMM_WGMMA]
+                            ? 0u
+                            : 1u;
+  chain.function = executor->kernels.functions[EMBER_CUDA_KERNEL_GEMM_CHAIN + half];
+  chain.grid = (unsigned int)(tiles < (uint64_t)executor->sm_count ? tiles
+                                                                    : (uint64_t)executor->sm_count);
+  chain.shared_bytes = EMBER_K_GEMM_CHAIN_SMEM_BYTES;
+  chain.tensor_maps = TENSOR_MAPS_CHAIN;
+  memcpy(chain.params, &p, sizeof p);
+  *out = chain;
+  out->args[0] = out->params;
+  ++executor->gemm_chains;
+  executor->gemm_chain_layers += layers;
+}
+
+/* Merges each run of consecutive gemm_wgmma steps that read one another's outputs
+ * (chain_layers_at) into one chain step, where the executor uses the chain kernel: the
+ * MLP's four LINEAR + GELU pairs at batch 4096 as one kernel, whose blocks go from one
+ * layer's tiles to the next's without a kernel boundary. The counts of all chains are one
+ * allocation, zeroed now on the stream (before the warm-up run). */
+static ember_status* merge_gemm_chains(ember_cuda_executor* executor) {
+  if (!uses_gemm_chain(executor)) return NULL;
+  uint64_t total = 0;
+  for (uint32_t s = 0; s < executor->num_steps;) {
+    const uint32_t layers = chain_layers_at(executor, s);
+    if (layers > 1) total += chain_counts(executor, s, layers);
+    s += layers;
+  }
+  if (total == 0) return NULL;
+  const size_t bytes = (size_t)total * sizeof(int32_t);
+  EMBER_RETURN_IF_ERROR(
+      allocate(executor, bytes, "chain counts", &executor->gemm_chain_counts));
+  CU_CHECK(executor,
+           executor->driver->cuMemsetD8Async(executor->gemm_chain_counts, 0, bytes, executor->stream),
+           "cuMemsetD8Async(chain counts)");
+  CUdeviceptr counts = executor->gemm_chain_counts;
+  uint32_t kept = 0;
+  for (uint32_t s = 0; s < executor->num_steps; ++kept) {
+    const uint32_t layers = chain_layers_at(executor, s);
+    if (layers > 1) {
+      ember_cuda_step chain;
+      merge_gemm_chain(executor, s, layers, counts, &chain);
+      counts += chain_counts(executor, s, layers) * sizeof(int32_t);
+      executor->steps[kept] = chain;
+    } else if (kept != s) {
+      executor->steps[kept] = executor->steps[s];
+    }
+    executor->steps[kept].args[0] = executor->steps[kept].params;
+    s += layers;
+  }
+  executor->num_steps = kept;
+  for (uint32_t s = 0; s < executor->num_steps; ++s) {
+    if (executor->steps[s].tensor_maps == TENSOR_MAPS_CHAIN) {
+      EMBER_RETURN_IF_ERROR(patch_kernel_params(executor, &executor->steps[s]));
+    }
+  }
+  return NULL;
+}
+
 /* ---- running steps -------------------------------------------------------------------- */
 
 static ember_status* enqueue_gemm_step(ember_cuda_executor* executor, ember_cuda_step* step) {
@@ -5249,6 +5419,7 @@ static void cuda_executor_destroy(ember_executor* base) {
       if (executor->conv_weights != 0) driver->cuMemFree(executor->conv_weights);
       if (executor->conv_packed != 0) driver->cuMemFree(executor->conv_packed);
       if (executor->conv_out != 0) driver->cuMemFree(executor->conv_out);
+      if (executor->gemm_chain_counts != 0) driver->cuMemFree(executor->gemm_chain_counts);
       for (uint32_t i = 0; executor->pool_counts != NULL && i < executor->plan->num_ops; ++i) {
         if (executor->pool_counts[i] != 0) driver->cuMemFree(executor->pool_counts[i]);
       }
@@ -5448,6 +5619,7 @@ static ember_status* prepare_in_context(ember_cuda_executor* executor) {
   ember_cuda_init_timer_mark(timer, "conv weights, SDPA scratch");
   size_t workspace_size = 0;
   EMBER_RETURN_IF_ERROR(build_steps(executor, &workspace_size));
+  EMBER_RETURN_IF_ERROR(merge_gemm_chains(executor));
   /* Room for whichever candidate algorithm the search keeps. */
   for (uint32_t g = 0; g < executor->num_gemms; ++g) {
     const size_t most = ember_cuda_gemm_max_candidate_workspace(&executor->gemms[g]);
@@ -5557,6 +5729,8 @@ void ember_cuda_executor_get_info(const ember_executor* base,
   out_info->gemm_wgmma = uses_gemm_wgmma(executor);
   out_info->gemm_narrows = executor->gemm_narrows;
   out_info->gemm_narrow = uses_gemm_narrow(executor);
+  out_info->gemm_chains = executor->gemm_chains;
+  out_info->gemm_chain_layers = executor->gemm_chain_layers;
   out_info->fused_residuals = executor->conv_residuals;
   uint32_t last_conv_gemm = UINT32_MAX; /* a conv's chunks are consecutive steps */
   for (uint32_t s = 0; s < executor->num_steps; ++s) {
@@ -5574,6 +5748,13 @@ void ember_cuda_executor_get_info(const ember_executor* base,
     }
     if (step->tensor_maps == TENSOR_MAPS_LINEAR && executor->fuse_next[step->op_index]) {
       ++out_info->fused_activations;
+    }
+    if (step->tensor_maps == TENSOR_MAPS_CHAIN) {
+      ember_k_gemm_chain_params p;
+      memcpy(&p, step->params, sizeof p);
+      for (int32_t l = 0; l < p.layers; ++l) {
+        if (p.layer[l].linear.act != EMBER_K_UNARY_IDENTITY) ++out_info->fused_activations;
+      }
     }
     if (step->beside) ++out_info->beside_steps; /* set by build_graph only */
     if (is_binary(op->opcode) && executor->fuse_next[step->op_index]) {

@@ -89,6 +89,9 @@ typedef struct ember_cuda_executor_info {
                                     EMBER_CUDA_GEMM_WGMMA=1, EMBER_CUDA_WGMMA not 0) */
   uint32_t gemm_narrows;         /* LINEAR ops of few rows run on the narrow GEMM kernel (with
                                     the activation after them, if any) */
+  uint32_t gemm_chains;          /* runs of gemm_wgmma LINEARs, each reading the one before's
+                                    output, merged into one chain kernel each */
+  uint32_t gemm_chain_layers;    /* the LINEARs in those */
   bool gemm_narrow;              /* this executor uses that kernel (compute capability 9.0,
                                     EMBER_CUDA_GEMM_NARROW not 0, EMBER_CUDA_WGMMA not 0) */
   uint32_t sdpa_flash;           /* SDPA ops run as the tensor-core flash kernel */

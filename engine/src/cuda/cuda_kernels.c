@@ -140,6 +140,7 @@ static const struct {
     PER_HALF(EMBER_CUDA_KERNEL_GEMM_NARROW + 30, gemm_wgmma, "ember_gemm_narrow128_4"),
     PER_HALF(EMBER_CUDA_KERNEL_GEMM_WGMMA_SMALL, gemm_wgmma, "ember_gemm_wgmma192"),
     PER_HALF(EMBER_CUDA_KERNEL_CONV_SPLIT_SUM, conv_wgmma, "ember_conv_split_sum"),
+    PER_HALF(EMBER_CUDA_KERNEL_GEMM_CHAIN, gemm_wgmma, "ember_gemm_chain"),
 };
 #undef PER_DTYPE
 #undef PER_HALF
@@ -252,6 +253,10 @@ ember_status* ember_cuda_kernels_load(const ember_cuda_driver* driver,
       allow_dynamic_shared(driver, out_kernels, EMBER_CUDA_KERNEL_GEMM_NARROW,
                            2 * EMBER_K_GEMM_NARROW_ROWS_COUNT * EMBER_K_GEMM_NARROW_MAX_BOXES,
                            EMBER_K_GEMM_NARROW_SMEM_BYTES);
+  out_kernels->gemm_chain =
+      out_kernels->gemm_wgmma && allow_dynamic_shared(driver, out_kernels,
+                                                      EMBER_CUDA_KERNEL_GEMM_CHAIN, 2,
+                                                      EMBER_K_GEMM_CHAIN_SMEM_BYTES);
   if (status != NULL) ember_cuda_kernels_unload(driver, out_kernels);
   return status;
 }

@@ -68,7 +68,9 @@ typedef enum ember_cuda_kernel_id {
   EMBER_CUDA_KERNEL_GEMM_WGMMA_SMALL = 126,
   /* sm_90a only (conv_wgmma), the sum of a conv's splits over K; + dtype index - 1 */
   EMBER_CUDA_KERNEL_CONV_SPLIT_SUM = 128,
-  EMBER_CUDA_KERNEL_COUNT = 130,
+  /* sm_90a only (gemm_wgmma), LINEARs one after another as one kernel; + dtype index - 1 */
+  EMBER_CUDA_KERNEL_GEMM_CHAIN = 130,
+  EMBER_CUDA_KERNEL_COUNT = 132,
 } ember_cuda_kernel_id;
 
 #define EMBER_CUDA_MODULE_COUNT 15
@@ -83,6 +85,7 @@ typedef struct ember_cuda_kernels {
   bool gemm_wgmma; /* the LINEAR + activation kernel on wgmma and the TMA loaded and got its
                       shared memory (compute capability 9.0) */
   bool gemm_narrow; /* the narrow GEMM kernels got their shared memory too */
+  bool gemm_chain;  /* and the chain kernel its */
 } ember_cuda_kernels;
 
 /* Loads every module into the current context and resolves every kernel. On error

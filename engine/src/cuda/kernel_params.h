@@ -663,6 +663,30 @@ typedef struct ember_k_gemm_wgmma_params {
   int32_t n_tiles; /* ceil(n / BN) */
 } ember_k_gemm_wgmma_params;
 
+/* ember_gemm_chain_<f16|bf16>: up to CHAIN_MAX LINEARs (each with its activation or none)
+ * one after another, each reading the one before's output, as one persistent kernel of
+ * gemm_wgmma's blocks (BN 256, no clusters): a block takes tiles in order from a ticket
+ * (every tile of layer l before any of layer l + 1), and a tile of layer l + 1 copies its x
+ * only once all tiles of its rows in layer l have stored theirs (their arrivals counted in
+ * `counts`), so that one layer's epilogues overlap the next one's first copies and no
+ * block waits for a kernel boundary. Tickets taken in order make it deadlock-free
+ * whatever blocks are resident: a tile waits only for tiles of earlier tickets, which
+ * running blocks hold. Every layer's K tiles are a multiple of STAGES (each tile's last two
+ * K tiles then sit in the ring's last two stages, where its epilogue's tile goes, while
+ * the next tile's first copies go to the first two). counts: int32 [0] tickets taken, [1]
+ * blocks done, [2 + l·m_tiles + m] the arrivals (two a tile) at row tile m of layer l's
+ * output; zero before a launch, and the last block to finish sets them back to zero. */
+#define EMBER_K_GEMM_CHAIN_MAX 4
+/* gemm_wgmma's, and a second bias tile, a job's two barriers and its two ticket slots. */
+#define EMBER_K_GEMM_CHAIN_SMEM_BYTES \
+  (EMBER_K_GEMM_WGMMA_SMEM_BYTES + EMBER_K_GEMM_WGMMA_BN * 4 + 64)
+typedef struct ember_k_gemm_chain_params {
+  ember_k_gemm_wgmma_params layer[EMBER_K_GEMM_CHAIN_MAX];
+  uint64_t counts;
+  int32_t layers;
+  int32_t m_tiles; /* ceil(rows / BM), the same in every layer */
+} ember_k_gemm_chain_params;
+
 /* ember_gemm_narrow<R>_<B>_<f16|bf16>: a LINEAR of few rows (the encoder's 128 tokens at
  * batch 1; ember_k_linear_tma_params, x's box BK x R, w's BK x BM) in the transposed
  * form: wgmma's M is BM = 64 rows of w (64 outputs), its N is R = 16, 32, 64 or 128 rows
@@ -835,6 +859,10 @@ EMBER_K_STATIC_ASSERT(offsetof(ember_k_linear_tma_params, w_map) == 128, "linear
 EMBER_K_STATIC_ASSERT(offsetof(ember_k_gemm_wgmma_params, linear) == 0 &&
                           offsetof(ember_k_gemm_narrow_params, linear) == 0,
                       "both TMA GEMMs' parameters start with the LINEAR's");
+EMBER_K_STATIC_ASSERT(sizeof(ember_k_gemm_wgmma_params) == 384 &&
+                          offsetof(ember_k_gemm_chain_params, counts) ==
+                              EMBER_K_GEMM_CHAIN_MAX * sizeof(ember_k_gemm_wgmma_params),
+                      "gemm chain params layout");
 EMBER_K_STATIC_ASSERT(sizeof(ember_k_conv_halo_params) == 2 * 128 + 144 + 2 * 8 + 24 * 4,
                       "conv halo params layout");
 EMBER_K_STATIC_ASSERT(offsetof(ember_k_conv_halo_params, conv) == 256, "conv halo maps");

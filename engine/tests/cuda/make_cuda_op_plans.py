@@ -12,7 +12,8 @@ softmax (bandwidth_cases); MAX_POOL2D's row path and im2col's 16-byte gathers
 (conv_pool_cases); LINEARs with an activation on the gemm_wgmma kernel
 (gemm_wgmma_cases); LINEARs of few rows on the narrow GEMM kernel (gemm_narrow_cases);
 LINEARs on gemm_wgmma in programs that then load no cuBLASLt (tma_only_cases); convs of
-too few tiles for the wgmma kernel with K split over its blocks (split_k_cases).
+too few tiles for the wgmma kernel with K split over its blocks (split_k_cases); LINEARs
+one after another on gemm_wgmma, merged into one chain kernel (wgmma_chain_cases).
 
 Integer inputs are drawn as floor(uniform(low, high)), so an EMBEDDING case's range is
 its index range; bool inputs are 0 or 1 at random whatever the range.
@@ -382,7 +383,8 @@ def cases():
 # tolerance of 1e-2 relative error).
 # Whole programs of several ops (chains of LINEARs included), where float16/bfloat16
 # roundings compound: their NMSE bound is scaled (cases.txt, dynamic.txt).
-PROGRAM_CASES = ("decoder_block", "convnet_block", "gemv_chain", "dyn_attention", "dyn_mlp")
+PROGRAM_CASES = ("decoder_block", "convnet_block", "gemv_chain", "dyn_attention", "dyn_mlp",
+                 "wgmma_chain_five", "wgmma_chain_widths", "wgmma_chain_k_break")
 PROGRAM_NMSE_SCALE = 10.0
 
 # Cases written in some dtypes only: the encoder-size SDPA ([4, 12, 128, 64]: the
@@ -404,6 +406,8 @@ ONLY_DTYPES = {"sdpa_flash_encoder": ("f16",),
                "tma_only_plain": ("f16", "bf16"), "tma_only_matmul_relu": ("f16", "bf16"),
                "tma_only_wide": ("f16", "bf16"), "tma_only_matmul_waves": ("f16", "bf16"),
                "tma_only_matmul_gelu": ("f16", "bf16"),
+               "wgmma_chain_five": ("f16", "bf16"), "wgmma_chain_widths": ("f16",),
+               "wgmma_chain_k_break": ("bf16",),
                "conv2d_halo_units": ("f16", "bf16"), "conv2d_halo_images_nchw": ("f16", "bf16"),
                "conv2d_halo_images_last": ("f16", "bf16"),
                "conv2d_halo_pool_stem": ("f16", "bf16"),
@@ -1771,6 +1775,58 @@ def tma_only_cases():
            beside_matmul(linear_act(4096, 64, 512, pw.Op.GELU, 0, True, True)))
 
 
+def linear_chain(rows, widths, acts, biases, outputs=()):
+    """LINEARs one after another: x [rows, widths[0]] to widths[1], then to widths[2], ...,
+    each with a bias or not (biases) and then its activation (acts: (opcode, approximate)
+    or None), the last writing the plan's output; the layers named in `outputs` write a
+    plan output too, which the next one reads (bound memory: no arena bytes shared)."""
+    def build(p):
+        h = p.input([rows, widths[0]])
+        layers = len(widths) - 1
+        for layer, (k, n) in enumerate(zip(widths, widths[1:])):
+            ins = [h, p.const([n, k], 1.0 / math.sqrt(k))] + (
+                [p.const([n], 0.5)] if biases[layer] else [])
+            last = layer == layers - 1 or layer in outputs
+            y = p.out([rows, n]) if last else p.tmp([rows, n])
+            if acts[layer] is None:
+                p.op(pw.Op.LINEAR, ins, y, [0])
+            else:
+                t = p.op(pw.Op.LINEAR, ins, p.tmp([rows, n]), [0])
+                opcode, approximate = acts[layer]
+                p.op(opcode, [t], y, [] if approximate is None else [approximate])
+            h = y
+    return build
+
+
+def wgmma_chain_cases():
+    """LINEARs that read one another's outputs on gemm_wgmma's 256-column tiles (programs
+    with no other GEMM, so under auto every LINEAR goes there), merged into chain kernels
+    of at most 4 (cuda_executor.c merge_gemm_chains), as small as that allows: 64 tiles a
+    LINEAR at least, K tiles a multiple of 4 (K 256). 67 row tiles make 256 outputs 67 tiles
+    of 256 columns (one wave; 134 of 192 would be two) and 89 make 512 outputs 178 (two
+    waves, so blocks take a second tile; 267 of 192 would be three). The GPU runs them
+    against the CPU executor; the CPU-only sweep leaves them out (their LINEARs and
+    activations are other cases' too, and their size is its time). After the other cases,
+    so their seeds stay as they were."""
+    gelu_tanh, gelu_erf = (pw.Op.GELU, 1), (pw.Op.GELU, 0)
+    # Five layers: a chain of 4, then one alone; 8570 rows (the last row tile of 122); one
+    # layer without an activation, two without a bias.
+    yield ("wgmma_chain_five", -2.0, 2.0,
+           linear_chain(8570, [256] * 6, [gelu_tanh, gelu_erf, None, (pw.Op.SILU, None),
+                                          gelu_erf],
+                        [True, False, True, False, True]))
+    # 256 -> 512 -> 256: 1 and 2 column tiles in turn, K 4 and 8 tiles; the first output is
+    # a plan output (bound memory, its maps encoded again when a run binds it elsewhere).
+    yield ("wgmma_chain_widths", -2.0, 2.0,
+           linear_chain(11392, [256, 512, 256], [gelu_erf, (pw.Op.RELU, None)], [True, True],
+                        outputs=(0,)))
+    # The control: the first layer's K of 136 is 3 K tiles, not a whole number of the
+    # ring's 4 stages, so it stays alone and the chain is the other two.
+    yield ("wgmma_chain_k_break", -2.0, 2.0,
+           linear_chain(8576, [136, 256, 256, 256], [gelu_erf, gelu_erf, gelu_erf],
+                        [True, True, True]))
+
+
 def gemv_mma_cases():
     """The gemv kernel's tensor-core form (9 to 64 rows in float16 and bfloat16, K even):
     tails in every dim of its 16 x 8 tiles and of K's steps of 16 (13 rows, K 42, N 13),
@@ -1965,7 +2021,7 @@ def main():
                                    list(gemm_wgmma_waves_cases()) + list(gemv_mma_cases()) +
                                    list(halo_widths_cases()) + list(branches_cases()) +
                                    list(gemm_narrow_cases()) + list(tma_only_cases()) +
-                                   list(split_k_cases())):
+                                   list(split_k_cases()) + list(wgmma_chain_cases())):
         for dtype_name, dtype in dtypes:
             seed += 1
             if dtype_name not in ONLY_DTYPES.get(name, (dtype_name,)):

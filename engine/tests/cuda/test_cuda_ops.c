@@ -46,6 +46,7 @@ static int g_sm_count;             /* device 0's SMs */
 static bool g_gemm_wgmma_forced;   /* EMBER_CUDA_GEMM_WGMMA=1 */
 static bool g_gemm_narrow_forced;  /* EMBER_CUDA_GEMM_NARROW=1 */
 static bool g_branches_off;        /* EMBER_CUDA_BRANCHES=0 */
+static bool g_gemm_chain;          /* EMBER_CUDA_GEMM_CHAIN=1 (settings.c: 0 by default) */
 
 /* ---- values ------------------------------------------------------------------------- */
 
@@ -547,6 +548,21 @@ static const struct {
     {"gemm_narrow_waves_", 1, 1, 144}, /* auto's control: more blocks than 132 SMs */
 };
 
+/* Chain cases (make_cuda_op_plans.py wgmma_chain_cases): the chain kernels their LINEARs
+ * were merged into and the LINEARs in them, in float16 and bfloat16 where the executor
+ * uses gemm_wgmma (info.gemm_wgmma: an H100 or H200) under EMBER_CUDA_GEMM_CHAIN=1
+ * (cuda.test_cuda_ops_gemm_chain); none under the default, 0 (the control,
+ * cuda.test_cuda_ops), and in float32. Every LINEAR of them is on gemm_wgmma either way,
+ * its activation fused. */
+static const struct {
+  const char* prefix;
+  uint32_t chains, layers, linears, fused;
+} kGemmChain[] = {
+    {"wgmma_chain_five_", 1, 4, 5, 4},    /* a chain of 4, then one alone */
+    {"wgmma_chain_widths_", 1, 2, 2, 2},  /* the first output bound */
+    {"wgmma_chain_k_break_", 1, 2, 3, 3}, /* the first LINEAR's 3 K tiles keep it out */
+};
+
 /* REDUCE cases and how many of their REDUCEs take 32 contiguous outputs a block, and of
  * those 16 bytes of them a lane, in every dtype on every GPU (plan inputs: their layout
  * is the plan's). The first matching prefix counts; the reduce cases before
@@ -638,6 +654,8 @@ static void run_op_case(const char* dir, const char* name, double low, double hi
   g_totals.gemm_wgmmas += info.gemm_wgmmas;
   g_totals.gemm_wgmma = g_totals.gemm_wgmma || info.gemm_wgmma;
   g_totals.gemm_narrows += info.gemm_narrows;
+  g_totals.gemm_chains += info.gemm_chains;
+  g_totals.gemm_chain_layers += info.gemm_chain_layers;
   g_totals.gemm_narrow = g_totals.gemm_narrow || info.gemm_narrow;
   g_totals.conv_igemms += info.conv_igemms;
   g_totals.conv_wgmmas += info.conv_wgmmas;
@@ -771,6 +789,24 @@ static void run_op_case(const char* dir, const char* name, double low, double hi
       EXPECT(info.fused_activations == kGemmNarrow[c].fused,
              "%s: %u activations fused, expected %u", name, info.fused_activations,
              kGemmNarrow[c].fused);
+    }
+    break;
+  }
+  for (size_t c = 0; c < sizeof kGemmChain / sizeof kGemmChain[0]; ++c) {
+    if (strncmp(name, kGemmChain[c].prefix, strlen(kGemmChain[c].prefix)) != 0) continue;
+    const bool on_wgmma = info.gemm_wgmma && !ends_with(name, "_f32");
+    const bool chained = on_wgmma && g_gemm_chain;
+    EXPECT(info.gemm_chains == (chained ? kGemmChain[c].chains : 0) &&
+               info.gemm_chain_layers == (chained ? kGemmChain[c].layers : 0),
+           "%s: %u chain kernels of %u LINEARs, expected %u of %u", name, info.gemm_chains,
+           info.gemm_chain_layers, chained ? kGemmChain[c].chains : 0,
+           chained ? kGemmChain[c].layers : 0);
+    if (on_wgmma) {
+      EXPECT(info.gemm_wgmmas == kGemmChain[c].linears &&
+                 info.fused_activations == kGemmChain[c].fused,
+             "%s: %u LINEAR on gemm_wgmma (%u activations fused), expected %u (%u)", name,
+             info.gemm_wgmmas, info.fused_activations, kGemmChain[c].linears,
+             kGemmChain[c].fused);
     }
     break;
   }
@@ -1540,7 +1576,8 @@ static void run_cpu_only(const char* dir, const char* filter) {
       continue;
     }
     g_nmse_scale = scale;
-    if (strstr(name, filter) != NULL) {
+    /* The chain cases are for the GPU (make_cuda_op_plans.py wgmma_chain_cases). */
+    if (strstr(name, filter) != NULL && strncmp(name, "wgmma_chain_", 12) != 0) {
       ++run;
       run_cpu_case(dir, name, low, high);
     }
@@ -1598,6 +1635,7 @@ int main(int argc, char** argv) {
   g_gemm_wgmma_forced = env_is("EMBER_CUDA_GEMM_WGMMA", "1");
   g_gemm_narrow_forced = env_is("EMBER_CUDA_GEMM_NARROW", "1");
   g_branches_off = env_is("EMBER_CUDA_BRANCHES", "0");
+  g_gemm_chain = env_is("EMBER_CUDA_GEMM_CHAIN", "1");
   printf("test_cuda_ops: device 0 %s, driver %d, cuBLASLt %zu\n", device_name,
          g_driver->driver_version, lt->version);
 
@@ -1636,6 +1674,14 @@ int main(int argc, char** argv) {
 
   printf("op cases: %u LINEAR on the narrow GEMM kernel (which this executor %s)\n",
          g_totals.gemm_narrows, g_totals.gemm_narrow ? "takes" : "does not take");
+  printf("op cases: %u chain kernels of %u LINEARs\n", g_totals.gemm_chains,
+         g_totals.gemm_chain_layers);
+  /* Where gemm_wgmma runs and chains are on, the chain cases chained (each case's check
+   * says how; this says they were not all skipped): 4 chains. */
+  if (g_totals.gemm_wgmma && g_gemm_chain && strstr("wgmma_chain_", filter) != NULL) {
+    EXPECT(g_totals.gemm_chains >= 4, "%u chain kernels, expected at least 4",
+           g_totals.gemm_chains);
+  }
   printf("op cases: %u CONV2D of too few tiles split over K on the wgmma kernel (which this "
          "executor %s)\n", g_totals.conv_splits, g_totals.conv_split_k ? "does" : "does not do");
   /* Where it does, the split cases ran so (each case's check says how; this says they were

@@ -37,7 +37,8 @@
  * block's phases, in a probe of this kernel before its stmatrix epilogue: bench/RESULTS.md,
  * the twenty-third session). A block holds one tile, so its epilogue never overlaps
  * another tile's loads, as cuBLASLt's persistent kernels do: in several waves that is
- * most of what it loses to them (bench/RESULTS.md, the thirty-eighth session).
+ * most of what it loses to them (bench/RESULTS.md, the thirty-eighth session). The chain
+ * kernel below is this block looping over tiles of several LINEARs.
  *
  * The executor takes this kernel where its tiles fit in one wave, or in any number in a
  * program that then loads no cuBLASLt (cuda_executor.c linear_takes_gemm_wgmma says
@@ -353,6 +354,227 @@ __device__ __forceinline__ void gemm_wgmma_entry(const ember_k_gemm_wgmma_params
 #endif
 }
 
+/* ---- the chain: LINEARs one after another in one persistent kernel ------------------- */
+
+/* ember_k_gemm_chain_params has the contract. A block is gemm_wgmma's, looping over the
+ * tiles it takes. Its producer thread takes a ticket, tells the block the tile (a slot of
+ * two in shared memory, one barrier each), copies w's first kChainEarly K tiles, then,
+ * for a tile past the first layer, waits until every tile of its rows in the layer before
+ * has arrived, and copies x's. The consumers run the MMAs, put the tile into the ring's
+ * last two stages (kept from the producer until the epilogue is done), store it with the
+ * activation, count their arrival at the tile's rows, and give the two stages back. The
+ * bias warps write each tile's bias into one of two tiles in turn. */
+constexpr int kChainBN = EMBER_K_GEMM_WGMMA_BN;
+constexpr int kChainStageBytes = GemmColumns<kChainBN>::kStageBytes;
+constexpr int kChainTileOffset = (kGemmStages - 2) * kChainStageBytes;
+constexpr int kChainEarly = 2;
+static_assert(kGemmCluster == 1, "the chain's blocks are not clustered");
+static_assert(2 * 64 * GemmColumns<kChainBN>::kOutStride * 2 <= 2 * kChainStageBytes,
+              "the epilogue's tile fits in the ring's last two stages");
+static_assert(kGemmStages * kChainStageBytes + kGemmStages * 16 + 2 * 8 + 2 * kChainBN * 4 + 8 +
+                      1024 <= EMBER_K_GEMM_CHAIN_SMEM_BYTES,
+              "within the host's size");
+
+/* Tile t of the chain (tickets count the first layer's tiles, then the second's): its
+ * layer and first row and column. False past the last. */
+__device__ __forceinline__ bool chain_tile(const ember_k_gemm_chain_params& p, int t, int* layer,
+                                           int* m0, int* n0) {
+  if (t < 0) return false;
+  for (int l = 0; l < p.layers; ++l) {
+    const int tiles = p.m_tiles * p.layer[l].n_tiles;
+    if (t < tiles) {
+      *layer = l;
+      *m0 = t / p.layer[l].n_tiles * kGemmBM;
+      *n0 = t % p.layer[l].n_tiles * kChainBN;
+      return true;
+    }
+    t -= tiles;
+  }
+  return false;
+}
+
+/* The arrivals at row tile m of layer l's output. */
+__device__ __forceinline__ int* chain_rows_count(const ember_k_gemm_chain_params& p, int l,
+                                                 int m0) {
+  return reinterpret_cast<int*>(p.counts) + 2 + l * p.m_tiles + m0 / kGemmBM;
+}
+
+/* Spins until *count reaches target (acquire: the stores the arrivals published are
+ * visible after), then orders the async proxy's reads (the x copies) after them. */
+__device__ __forceinline__ void wait_arrivals(const int* count, int target) {
+  int seen;
+  for (;;) {
+    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(seen) : "l"(count) : "memory");
+    if (seen >= target) break;
+    __nanosleep(32);
+  }
+  asm volatile("fence.proxy.async.global;\n" ::: "memory");
+}
+
+template <typename Full, typename Empty>
+__device__ __forceinline__ void gemm_chain_produce(const ember_k_gemm_chain_params& p,
+                                                   uint32_t ring, Full full, Empty empty,
+                                                   uint32_t jobs_full, int* jobs) {
+  for (int l = 0; l < p.layers; ++l) prefetch_linear_maps(p.layer[l].linear);
+  bool waited = false; /* for the kernel before (PDL) */
+  int use = 0;         /* of the ring, over every tile so far */
+  for (int job = 0;; ++job) {
+    int layer = 0, m0 = 0, n0 = 0;
+    int t = atomicAdd(reinterpret_cast<int*>(p.counts), 1);
+    if (!chain_tile(p, t, &layer, &m0, &n0)) t = -1;
+    jobs[job & 1] = t;
+    mbarrier_arrive(jobs_full + 8u * (uint32_t)(job & 1));
+    if (t < 0) return;
+    const ember_k_gemm_wgmma_params& g = p.layer[layer];
+    if (!waited && !g.linear.constant_operands) {
+      wait_previous_grid();
+      waited = true;
+    }
+    /* Use u of a stage waits for the consumers' release of use u - STAGES. */
+    auto claim = [&](int kt) {
+      const int u = use + kt, s = u % kGemmStages;
+      if (u >= kGemmStages) mbarrier_wait(empty(s), (uint32_t)((u / kGemmStages - 1) & 1));
+      mbarrier_expect_tx(full(s), (uint32_t)kChainStageBytes);
+      copy_w_tile<kChainBN>(g, ring + (uint32_t)(s * kChainStageBytes), kt, n0, 0, full(s));
+    };
+    const int early = min(kChainEarly, g.k_tiles);
+    for (int kt = 0; kt < early; ++kt) claim(kt);
+    if (!waited) {
+      wait_previous_grid();
+      waited = true;
+    }
+    if (layer > 0) wait_arrivals(chain_rows_count(p, layer - 1, m0), 2 * p.layer[layer - 1].n_tiles);
+    for (int kt = 0; kt < g.k_tiles; ++kt) {
+      if (kt >= early) claim(kt);
+      const int s = (use + kt) % kGemmStages;
+      tma_load_2d(ring + (uint32_t)(s * kChainStageBytes), &g.linear.x_map, kt * kGemmBK, m0,
+                  full(s));
+    }
+    use += g.k_tiles;
+  }
+}
+
+template <typename T, typename Full, typename Empty>
+__device__ __forceinline__ void gemm_chain_consume(const ember_k_gemm_chain_params& p,
+                                                   uint8_t* smem, const float* bias_tiles,
+                                                   Full full, Empty empty, uint32_t jobs_full,
+                                                   const volatile int* jobs) {
+  constexpr int kOutStride = GemmColumns<kChainBN>::kOutStride;
+  const int tid = threadIdx.x;
+  const int group = (tid >> 7) - 1, warp = (tid >> 5) & 3, lane = tid & 31;
+  uint16_t* tile = reinterpret_cast<uint16_t*>(smem + kChainTileOffset) + group * 64 * kOutStride;
+  wait_previous_grid(); /* y may be memory the previous kernel reads */
+  int use = 0;
+  for (int job = 0;; ++job) {
+    mbarrier_wait(jobs_full + 8u * (uint32_t)(job & 1), (uint32_t)((job >> 1) & 1));
+    int layer = 0, m0 = 0, n0 = 0;
+    if (!chain_tile(p, jobs[job & 1], &layer, &m0, &n0)) return;
+    const ember_k_gemm_wgmma_params& g = p.layer[layer];
+    float acc[kChainBN / 2];
+    gemm_wgmma_mmas<T, kChainBN>(acc, shared_address(smem), group, lane, full, empty, use,
+                                 g.k_tiles, 2);
+    asm volatile("bar.sync 1, %0;\n" ::"n"(kGemmEpilogueThreads) : "memory");
+    stage_gemm_tile<T, kChainBN>(acc, bias_tiles + (job & 1) * kChainBN, tile, warp, lane);
+    asm volatile("bar.sync %0, 128;\n" ::"r"(group + 2) : "memory");
+    with_activation(g.linear.act, [&](auto act) {
+      store_gemm_tile<T, kChainBN, decltype(act)::kValue>(g.linear, tile, m0 + 64 * group, n0);
+    });
+    if (layer + 1 < p.layers) { /* the warpgroup's rows, for the next layer's tiles */
+      __threadfence();
+      asm volatile("bar.sync %0, 128;\n" ::"r"(group + 2) : "memory");
+      if ((tid & 127) == 0) atomicAdd(chain_rows_count(p, layer, m0), 1);
+    }
+    /* The stages under the tile, back to the producer: the warp's reads and writes of
+     * them ordered before the copies that will land there (the async proxy). */
+    fence_proxy_async();
+    __syncwarp();
+    if (lane == 0) {
+      mbarrier_arrive(empty((use + g.k_tiles - 2) % kGemmStages));
+      mbarrier_arrive(empty((use + g.k_tiles - 1) % kGemmStages));
+    }
+    use += g.k_tiles;
+  }
+}
+
+/* The producer's warps 1-3: each tile's bias in float32, zeros past n or without one, into
+ * bias_tiles' tile (job % 2); barrier 1 with the consumers, who read it after. */
+template <typename T>
+__device__ __forceinline__ void gemm_chain_bias(const ember_k_gemm_chain_params& p,
+                                                float* bias_tiles, uint32_t jobs_full,
+                                                const volatile int* jobs) {
+  bool waited = false;
+  for (int job = 0;; ++job) {
+    mbarrier_wait(jobs_full + 8u * (uint32_t)(job & 1), (uint32_t)((job >> 1) & 1));
+    int layer = 0, m0 = 0, n0 = 0;
+    if (!chain_tile(p, jobs[job & 1], &layer, &m0, &n0)) return;
+    const ember_k_linear_tma_params& g = p.layer[layer].linear;
+    if (!waited && !g.constant_operands) {
+      wait_previous_grid();
+      waited = true;
+    }
+    float* bias_tile = bias_tiles + (job & 1) * kChainBN;
+    const uint16_t* bias = reinterpret_cast<const uint16_t*>(g.bias);
+    for (int c = (int)threadIdx.x - 32; c < kChainBN; c += 96) {
+      bias_tile[c] = g.has_bias && n0 + c < g.n ? Bits<T>::to_float(bias[n0 + c]) : 0.0f;
+    }
+    asm volatile("bar.sync 1, %0;\n" ::"n"(kGemmEpilogueThreads) : "memory");
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ void gemm_chain(const ember_k_gemm_chain_params& p, uint8_t* smem) {
+  const int tid = threadIdx.x, warpgroup = tid >> 7;
+  const uint32_t ring = shared_address(smem);
+  const uint32_t bars = ring + (uint32_t)(kGemmStages * kChainStageBytes);
+  const uint32_t jobs_full = bars + (uint32_t)(16 * kGemmStages);
+  float* bias_tiles =
+      reinterpret_cast<float*>(smem + kGemmStages * kChainStageBytes + 16 * kGemmStages + 16);
+  int* jobs = reinterpret_cast<int*>(bias_tiles + 2 * kChainBN);
+  auto full = [&](int s) { return bars + (uint32_t)(8 * s); };
+  auto empty = [&](int s) { return bars + (uint32_t)(8 * (kGemmStages + s)); };
+  if (tid == 0) {
+    for (int s = 0; s < kGemmStages; ++s) {
+      mbarrier_init(full(s), 1);
+      mbarrier_init(empty(s), kGemmConsumerWarps);
+    }
+    mbarrier_init(jobs_full, 1);
+    mbarrier_init(jobs_full + 8u, 1);
+    fence_mbarrier_init();
+  }
+  __syncthreads();
+  if (warpgroup == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+    if (tid == 0) {
+      gemm_chain_produce(p, ring, full, empty, jobs_full, jobs);
+    } else if (tid >= 32) {
+      gemm_chain_bias<T>(p, bias_tiles, jobs_full, jobs);
+    }
+  } else {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+    gemm_chain_consume<T>(p, smem, bias_tiles, full, empty, jobs_full, jobs);
+  }
+  /* The last block out sets the counts back to zero for the next launch: every other has
+   * taken its last ticket and passed its last wait. */
+  __syncthreads();
+  if (tid == 0) {
+    int* counts = reinterpret_cast<int*>(p.counts);
+    __threadfence();
+    if (atomicAdd(counts + 1, 1) == (int)gridDim.x - 1) {
+      for (int i = 0; i < 2 + (p.layers - 1) * p.m_tiles; ++i) counts[i] = 0;
+    }
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ void gemm_chain_entry(const ember_k_gemm_chain_params& p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  gemm_chain<T>(p, swizzle_aligned_shared()); /* EMBER_K_GEMM_CHAIN_SMEM_BYTES */
+#else
+  (void)p;
+  __trap(); /* built for another target than sm_90a: the host never launches it there */
+#endif
+}
+
 /* ---- the narrow form: few rows of x as wgmma's N (ember_k_gemm_narrow_params) ---------- */
 
 constexpr int kNarrowBM = EMBER_K_GEMM_NARROW_BM;
@@ -559,6 +781,15 @@ EMBER_GEMM_WGMMA_KERNEL(ember_gemm_wgmma, EMBER_K_GEMM_WGMMA_BN, f16, __half)
 EMBER_GEMM_WGMMA_KERNEL(ember_gemm_wgmma, EMBER_K_GEMM_WGMMA_BN, bf16, __nv_bfloat16)
 EMBER_GEMM_WGMMA_KERNEL(ember_gemm_wgmma192, EMBER_K_GEMM_WGMMA_BN_SMALL, f16, __half)
 EMBER_GEMM_WGMMA_KERNEL(ember_gemm_wgmma192, EMBER_K_GEMM_WGMMA_BN_SMALL, bf16, __nv_bfloat16)
+
+#define EMBER_GEMM_CHAIN_KERNEL(suffix, type)                                              \
+  extern "C" __global__ void __launch_bounds__(EMBER_K_GEMM_WGMMA_THREADS, 1)              \
+      ember_gemm_chain_##suffix(const __grid_constant__ ember_k_gemm_chain_params p) {     \
+    ember::allow_next_grid(); /* the waits are gemm_chain's: w is copied before them */   \
+    ember::gemm_chain_entry<type>(p);                                                      \
+  }
+EMBER_GEMM_CHAIN_KERNEL(f16, __half)
+EMBER_GEMM_CHAIN_KERNEL(bf16, __nv_bfloat16)
 
 /* The narrow form by R (rows of x a block) and B (K tiles a stage): cuda_kernels.c's table
  * lists the same, in order. */
