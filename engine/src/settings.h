@@ -38,8 +38,9 @@
  *                                  (the encoder at batch 1: 24 ms instead of 216).
  *   EMBER_CUDA_GEMM_CHAIN=0|1      1: LINEARs on gemm_wgmma that read one another's
  *                                  outputs (the MLP's four) run as one persistent chain
- *                                  kernel rather than a kernel each (default 0: not yet
- *                                  measured on a GPU).
+ *                                  kernel rather than a kernel each (default 0: on an
+ *                                  H100 it ran the MLP at batch 4096 1-2 us slower than
+ *                                  the four kernels; bench/RESULTS.md).
  *   EMBER_CUDA_CONV_NHWC_GEMM=0|1  0: convs too small for the implicit-GEMM kernel run as
  *                                  im2col + GEMM in NCHW only, not channels last with
  *                                  the output channels as M (default 1). For measurement.
