@@ -216,6 +216,37 @@ __device__ __forceinline__ void stage_gemm_tile(const float (&acc)[BN / 2], cons
   }
 }
 
+/* A consumer warpgroup's epilogue of its tile's rows: once both consumer warpgroups are
+ * done with their MMAs and the bias warps with `bias_tile` (barrier 1; the other
+ * warpgroup's last MMAs may still read the stages underneath `tile`), staged into `tile`
+ * (its own 64 rows), then stored from there with y's activation (after the warpgroup's own
+ * barrier, 2 or 3; 0 is __syncthreads'). */
+template <typename T, int BN>
+__device__ __forceinline__ void finish_gemm_tile(const float (&acc)[BN / 2],
+                                                 const float* bias_tile, uint16_t* tile,
+                                                 const ember_k_linear_tma_params& p, int m0,
+                                                 int n0) {
+  const int tid = threadIdx.x;
+  const int group = (tid >> 7) - 1, warp = (tid >> 5) & 3, lane = tid & 31;
+  asm volatile("bar.sync 1, %0;\n" ::"n"(kGemmEpilogueThreads) : "memory");
+  stage_gemm_tile<T, BN>(acc, bias_tile, tile, warp, lane);
+  asm volatile("bar.sync %0, 128;\n" ::"r"(group + 2) : "memory");
+  with_activation(p.act, [&](auto act) {
+    store_gemm_tile<T, BN, decltype(act)::kValue>(p, tile, m0 + 64 * group, n0);
+  });
+}
+
+/* The bias warps' part (the producer's warps 1-3): the tile's bias in float32 for the
+ * epilogue, zeros past n or without one. */
+template <typename T, int BN>
+__device__ __forceinline__ void load_bias_tile(const ember_k_linear_tma_params& p,
+                                               float* bias_tile, int n0) {
+  const uint16_t* bias = reinterpret_cast<const uint16_t*>(p.bias);
+  for (int c = (int)threadIdx.x - 32; c < BN; c += 96) {
+    bias_tile[c] = p.has_bias && n0 + c < p.n ? Bits<T>::to_float(bias[n0 + c]) : 0.0f;
+  }
+}
+
 /* The consumer warpgroups' part: the MMAs over every K tile, then the epilogue. */
 template <typename T, int BN, typename Full, typename Empty>
 __device__ __forceinline__ void gemm_wgmma_consume(const ember_k_gemm_wgmma_params& p,
@@ -223,21 +254,13 @@ __device__ __forceinline__ void gemm_wgmma_consume(const ember_k_gemm_wgmma_para
                                                    Full full, Empty empty, int m0, int n0) {
   constexpr int kOutStride = GemmColumns<BN>::kOutStride;
   const int tid = threadIdx.x;
-  const int group = (tid >> 7) - 1, warp = (tid >> 5) & 3, lane = tid & 31;
+  const int group = (tid >> 7) - 1, lane = tid & 31;
   float acc[BN / 2];
   gemm_wgmma_mmas<T, BN>(acc, shared_address(smem), group, lane, full, empty, 0, p.k_tiles, 1);
-  /* The tile goes into the ring's first stages. Both consumer warpgroups first wait for
-   * each other (barrier 1): the other one's last MMAs may still read the stages
-   * underneath; the producer's bias warps arrive there too, once the bias tile is
-   * written. */
-  asm volatile("bar.sync 1, %0;\n" ::"n"(kGemmEpilogueThreads) : "memory");
-  uint16_t* tile = reinterpret_cast<uint16_t*>(smem) + group * 64 * kOutStride;
-  stage_gemm_tile<T, BN>(acc, bias_tile, tile, warp, lane);
-  /* The warpgroup's own barrier (2 and 3; 0 is __syncthreads'). */
-  asm volatile("bar.sync %0, 128;\n" ::"r"(group + 2) : "memory");
-  with_activation(p.linear.act, [&](auto act) {
-    store_gemm_tile<T, BN, decltype(act)::kValue>(p.linear, tile, m0 + 64 * group, n0);
-  });
+  /* The tile goes into the ring's first stages. */
+  finish_gemm_tile<T, BN>(acc, bias_tile,
+                          reinterpret_cast<uint16_t*>(smem) + group * 64 * kOutStride, p.linear,
+                          m0, n0);
 }
 
 /* The producer's first act: have the tensor maps fetched while the barriers settle. */
@@ -325,14 +348,8 @@ __device__ __forceinline__ void gemm_wgmma(const ember_k_gemm_wgmma_params& p, u
     if (tid == 0) {
       gemm_wgmma_produce<BN>(p, ring, full, empty, m0, n0, rank);
     } else if (tid >= 32) {
-      /* Warps 1-3: the tile's bias in float32 for the epilogue, zeros past n or without
-       * one. */
       if (!p.linear.constant_operands) wait_previous_grid();
-      const uint16_t* bias = reinterpret_cast<const uint16_t*>(p.linear.bias);
-      for (int c = tid - 32; c < BN; c += 96) {
-        bias_tile[c] =
-            p.linear.has_bias && n0 + c < p.linear.n ? Bits<T>::to_float(bias[n0 + c]) : 0.0f;
-      }
+      load_bias_tile<T, BN>(p.linear, bias_tile, n0);
       asm volatile("bar.arrive 1, %0;\n" ::"n"(kGemmEpilogueThreads) : "memory");
     }
   } else {
@@ -391,6 +408,15 @@ __device__ __forceinline__ bool chain_tile(const ember_k_gemm_chain_params& p, i
     t -= tiles;
   }
   return false;
+}
+
+/* The tile of job `job` from the producer (slot job % 2, its barrier's phase job / 2), as
+ * chain_tile: false when the tickets have run out. */
+__device__ __forceinline__ bool next_chain_tile(const ember_k_gemm_chain_params& p,
+                                                uint32_t jobs_full, const volatile int* jobs,
+                                                int job, int* layer, int* m0, int* n0) {
+  mbarrier_wait(jobs_full + 8u * (uint32_t)(job & 1), (uint32_t)((job >> 1) & 1));
+  return chain_tile(p, jobs[job & 1], layer, m0, n0);
 }
 
 /* The arrivals at row tile m of layer l's output. */
@@ -461,24 +487,19 @@ __device__ __forceinline__ void gemm_chain_consume(const ember_k_gemm_chain_para
                                                    const volatile int* jobs) {
   constexpr int kOutStride = GemmColumns<kChainBN>::kOutStride;
   const int tid = threadIdx.x;
-  const int group = (tid >> 7) - 1, warp = (tid >> 5) & 3, lane = tid & 31;
+  const int group = (tid >> 7) - 1, lane = tid & 31;
   uint16_t* tile = reinterpret_cast<uint16_t*>(smem + kChainTileOffset) + group * 64 * kOutStride;
   wait_previous_grid(); /* y may be memory the previous kernel reads */
   int use = 0;
   for (int job = 0;; ++job) {
-    mbarrier_wait(jobs_full + 8u * (uint32_t)(job & 1), (uint32_t)((job >> 1) & 1));
     int layer = 0, m0 = 0, n0 = 0;
-    if (!chain_tile(p, jobs[job & 1], &layer, &m0, &n0)) return;
+    if (!next_chain_tile(p, jobs_full, jobs, job, &layer, &m0, &n0)) return;
     const ember_k_gemm_wgmma_params& g = p.layer[layer];
     float acc[kChainBN / 2];
     gemm_wgmma_mmas<T, kChainBN>(acc, shared_address(smem), group, lane, full, empty, use,
                                  g.k_tiles, 2);
-    asm volatile("bar.sync 1, %0;\n" ::"n"(kGemmEpilogueThreads) : "memory");
-    stage_gemm_tile<T, kChainBN>(acc, bias_tiles + (job & 1) * kChainBN, tile, warp, lane);
-    asm volatile("bar.sync %0, 128;\n" ::"r"(group + 2) : "memory");
-    with_activation(g.linear.act, [&](auto act) {
-      store_gemm_tile<T, kChainBN, decltype(act)::kValue>(g.linear, tile, m0 + 64 * group, n0);
-    });
+    finish_gemm_tile<T, kChainBN>(acc, bias_tiles + (job & 1) * kChainBN, tile, g.linear, m0,
+                                  n0);
     if (layer + 1 < p.layers) { /* the warpgroup's rows, for the next layer's tiles */
       __threadfence();
       asm volatile("bar.sync %0, 128;\n" ::"r"(group + 2) : "memory");
@@ -504,19 +525,14 @@ __device__ __forceinline__ void gemm_chain_bias(const ember_k_gemm_chain_params&
                                                 const volatile int* jobs) {
   bool waited = false;
   for (int job = 0;; ++job) {
-    mbarrier_wait(jobs_full + 8u * (uint32_t)(job & 1), (uint32_t)((job >> 1) & 1));
     int layer = 0, m0 = 0, n0 = 0;
-    if (!chain_tile(p, jobs[job & 1], &layer, &m0, &n0)) return;
+    if (!next_chain_tile(p, jobs_full, jobs, job, &layer, &m0, &n0)) return;
     const ember_k_linear_tma_params& g = p.layer[layer].linear;
     if (!waited && !g.constant_operands) {
       wait_previous_grid();
       waited = true;
     }
-    float* bias_tile = bias_tiles + (job & 1) * kChainBN;
-    const uint16_t* bias = reinterpret_cast<const uint16_t*>(g.bias);
-    for (int c = (int)threadIdx.x - 32; c < kChainBN; c += 96) {
-      bias_tile[c] = g.has_bias && n0 + c < g.n ? Bits<T>::to_float(bias[n0 + c]) : 0.0f;
-    }
+    load_bias_tile<T, kChainBN>(g, bias_tiles + (job & 1) * kChainBN, n0);
     asm volatile("bar.sync 1, %0;\n" ::"n"(kGemmEpilogueThreads) : "memory");
   }
 }
