@@ -4520,26 +4520,37 @@ static bool same_bytes(const ember_cuda_executor* executor, uint32_t a, uint32_t
           arena_offset(executor, a) == arena_offset(executor, b) && ta->nbytes == tb->nbytes);
 }
 
-/* Whether step s (a gemm_wgmma step of 256-column tiles in `function`'s dtype: refs x, w,
- * the bias if any, y) can follow the chain of steps first .. s - 1 as its next layer: its K
- * tiles a whole number of the ring's stages (each tile's last two then sit where the
- * chain's epilogue puts its tile), its x the previous layer's y, and its y sharing no
- * bytes with its own x, nor with the chain's other tensors unless it is the same bytes: a
- * tile waits for the tiles of its own rows in the layer before, which waited for theirs,
- * so the rows of an earlier tensor that it writes over are rows only finished tiles read. */
-static bool step_extends_chain(const ember_cuda_executor* executor, uint32_t first, uint32_t s,
-                               CUfunction function) {
+/* Whether step s can be a chain's layer: a gemm_wgmma step of 256-column tiles (refs x,
+ * w, the bias if any, y) whose K tiles are a whole number of the ring's stages (each
+ * tile's last two then sit where the chain's epilogue puts its tile) and whose y shares
+ * no bytes with its x. */
+static bool step_fits_chain(const ember_cuda_executor* executor, uint32_t s) {
   const ember_cuda_step* step = &executor->steps[s];
-  if (step->is_gemm || step->tensor_maps != TENSOR_MAPS_LINEAR || step->function != function ||
-      s - first >= EMBER_K_GEMM_CHAIN_MAX) {
+  const CUfunction* functions = &executor->kernels.functions[EMBER_CUDA_KERNEL_GEMM_WGMMA];
+  if (step->is_gemm || step->tensor_maps != TENSOR_MAPS_LINEAR ||
+      (step->function != functions[0] && step->function != functions[1])) {
     return false;
   }
   ember_k_gemm_wgmma_params p;
   memcpy(&p, step->params, sizeof p);
-  const uint32_t x = step->refs[0].tensor, y = step->refs[step->num_refs - 1].tensor;
-  if (p.k_tiles % EMBER_K_GEMM_WGMMA_STAGES != 0 || arena_overlap(executor, x, y)) return false;
-  if (s == first) return true;
+  return p.k_tiles % EMBER_K_GEMM_WGMMA_STAGES == 0 &&
+         !arena_overlap(executor, step->refs[0].tensor, step->refs[step->num_refs - 1].tensor);
+}
+
+/* Whether step s can follow the chain of steps first .. s - 1 (s > first) as its next
+ * layer: fit for one (step_fits_chain), of the first's dtype, its x the previous layer's
+ * y, and its y sharing no bytes with the chain's other tensors unless it is the same
+ * bytes: a tile waits for the tiles of its own rows in the layer before, which waited for
+ * theirs, so the rows of an earlier tensor that it writes over are rows only finished
+ * tiles read. */
+static bool step_extends_chain(const ember_cuda_executor* executor, uint32_t first, uint32_t s) {
+  const ember_cuda_step* step = &executor->steps[s];
+  if (s - first >= EMBER_K_GEMM_CHAIN_MAX || !step_fits_chain(executor, s) ||
+      step->function != executor->steps[first].function) {
+    return false;
+  }
   const ember_cuda_step* before = &executor->steps[s - 1];
+  const uint32_t x = step->refs[0].tensor, y = step->refs[step->num_refs - 1].tensor;
   if (!same_bytes(executor, before->refs[before->num_refs - 1].tensor, x)) return false;
   for (uint32_t t = first; t + 1 < s; ++t) {
     const ember_cuda_step* layer = &executor->steps[t];
@@ -4552,15 +4563,13 @@ static bool step_extends_chain(const ember_cuda_executor* executor, uint32_t fir
 
 /* The layers of the chain that starts at step `first` (1: none). */
 static uint32_t chain_layers_at(const ember_cuda_executor* executor, uint32_t first) {
-  uint32_t layers = 0;
-  for (uint32_t k = 0; k < 2 && layers == 0; ++k) {
-    const CUfunction function = executor->kernels.functions[EMBER_CUDA_KERNEL_GEMM_WGMMA + k];
-    while (first + layers < executor->num_steps &&
-           step_extends_chain(executor, first, first + layers, function)) {
-      ++layers;
-    }
+  if (!step_fits_chain(executor, first)) return 1;
+  uint32_t layers = 1;
+  while (first + layers < executor->num_steps &&
+         step_extends_chain(executor, first, first + layers)) {
+    ++layers;
   }
-  return layers == 0 ? 1u : layers;
+  return layers;
 }
 
 /* The int32 counts a chain of these layers needs (ember_k_gemm_chain_params counts). */
@@ -4571,9 +4580,11 @@ static uint64_t chain_counts(const ember_cuda_executor* executor, uint32_t first
   return 2u + (uint64_t)(layers - 1u) * m_tiles;
 }
 
-/* Steps first .. first + layers - 1 as one chain step into *out, its counts at `counts`. */
-static void merge_gemm_chain(ember_cuda_executor* executor, uint32_t first, uint32_t layers,
-                             CUdeviceptr counts, ember_cuda_step* out) {
+/* Steps first .. first + layers - 1 as one chain step into *out (which may be step
+ * `first`: it is written once they have all been read), its counts at `counts`, with the
+ * addresses and tensor maps patched in. */
+static ember_status* merge_gemm_chain(ember_cuda_executor* executor, uint32_t first,
+                                      uint32_t layers, CUdeviceptr counts, ember_cuda_step* out) {
   ember_k_gemm_chain_params p;
   memset(&p, 0, sizeof p);
   p.layers = (int32_t)layers;
@@ -4596,11 +4607,9 @@ static void merge_gemm_chain(ember_cuda_executor* executor, uint32_t first, uint
     }
     chain.macs += step->macs;
   }
-  const uint32_t half = executor->steps[first].function ==
-                                executor->kernels.functions[EMBER_CUDA_KERNEL_GEMM_WGMMA]
-                            ? 0u
-                            : 1u;
-  chain.function = executor->kernels.functions[EMBER_CUDA_KERNEL_GEMM_CHAIN + half];
+  const uint32_t y = chain.refs[chain.num_refs - 1].tensor;
+  chain.function = executor->kernels.functions[EMBER_CUDA_KERNEL_GEMM_CHAIN +
+                                               ember_cuda_half_index(executor->plan->tensors[y].dtype)];
   chain.grid = (unsigned int)(tiles < (uint64_t)executor->sm_count ? tiles
                                                                     : (uint64_t)executor->sm_count);
   chain.shared_bytes = EMBER_K_GEMM_CHAIN_SMEM_BYTES;
@@ -4610,6 +4619,7 @@ static void merge_gemm_chain(ember_cuda_executor* executor, uint32_t first, uint
   out->args[0] = out->params;
   ++executor->gemm_chains;
   executor->gemm_chain_layers += layers;
+  return patch_kernel_params(executor, out);
 }
 
 /* Merges each run of consecutive gemm_wgmma steps that read one another's outputs
@@ -4637,22 +4647,16 @@ static ember_status* merge_gemm_chains(ember_cuda_executor* executor) {
   for (uint32_t s = 0; s < executor->num_steps; ++kept) {
     const uint32_t layers = chain_layers_at(executor, s);
     if (layers > 1) {
-      ember_cuda_step chain;
-      merge_gemm_chain(executor, s, layers, counts, &chain);
-      counts += chain_counts(executor, s, layers) * sizeof(int32_t);
-      executor->steps[kept] = chain;
+      const uint64_t chain_bytes = chain_counts(executor, s, layers) * sizeof(int32_t);
+      EMBER_RETURN_IF_ERROR(merge_gemm_chain(executor, s, layers, counts, &executor->steps[kept]));
+      counts += chain_bytes;
     } else if (kept != s) {
       executor->steps[kept] = executor->steps[s];
+      executor->steps[kept].args[0] = executor->steps[kept].params;
     }
-    executor->steps[kept].args[0] = executor->steps[kept].params;
     s += layers;
   }
   executor->num_steps = kept;
-  for (uint32_t s = 0; s < executor->num_steps; ++s) {
-    if (executor->steps[s].tensor_maps == TENSOR_MAPS_CHAIN) {
-      EMBER_RETURN_IF_ERROR(patch_kernel_params(executor, &executor->steps[s]));
-    }
-  }
   return NULL;
 }
 
