@@ -34,6 +34,7 @@
 #include "float_formats.h"
 #include "kernel_params.h"
 #include "program_internal.h"
+#include "settings.h"
 #include "test_support.h"
 
 #define SKIP_EXIT_CODE 77
@@ -48,7 +49,7 @@ static bool g_gemm_wgmma_forced;   /* EMBER_CUDA_GEMM_WGMMA=1 */
 static bool g_gemm_narrow_forced;  /* EMBER_CUDA_GEMM_NARROW=1 */
 static bool g_branches_off;        /* EMBER_CUDA_BRANCHES=0 */
 static bool g_gemm_chain;          /* EMBER_CUDA_GEMM_CHAIN=1 (settings.c: 0 by default) */
-static bool g_tma_store_off;       /* EMBER_CUDA_GEMM_TMA_STORE=0 (settings.c: 1 by default) */
+static bool g_tma_store_off;       /* EMBER_CUDA_GEMM_TMA_STORE's effect (settings.c) */
 
 /* ---- values ------------------------------------------------------------------------- */
 
@@ -1667,7 +1668,7 @@ int main(int argc, char** argv) {
   g_gemm_narrow_forced = env_is("EMBER_CUDA_GEMM_NARROW", "1");
   g_branches_off = env_is("EMBER_CUDA_BRANCHES", "0");
   g_gemm_chain = env_is("EMBER_CUDA_GEMM_CHAIN", "1");
-  g_tma_store_off = env_is("EMBER_CUDA_GEMM_TMA_STORE", "0");
+  g_tma_store_off = !ember_settings_get()->cuda_gemm_tma_store;
   printf("test_cuda_ops: device 0 %s, driver %d, cuBLASLt %zu\n", device_name,
          g_driver->driver_version, lt->version);
 
@@ -1713,7 +1714,7 @@ int main(int argc, char** argv) {
    * check says how many; this says the check was not always of zero). */
   if (g_totals.gemm_wgmmas > g_totals.gemm_chain_layers) {
     EXPECT((g_totals.gemm_tma_stores > 0) == !g_tma_store_off,
-           "%u gemm_wgmma LINEARs stored through the TMA with EMBER_CUDA_GEMM_TMA_STORE %s",
+           "%u gemm_wgmma LINEARs stored through the TMA with EMBER_CUDA_GEMM_TMA_STORE=%s",
            g_totals.gemm_tma_stores, g_tma_store_off ? "0" : "1");
   }
   /* Where gemm_wgmma runs and chains are on, the chain cases chained (each case's check
