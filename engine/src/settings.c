@@ -54,7 +54,6 @@ static void settings_read(void) {
   settings.cuda_gemm_wgmma = EMBER_MODE_AUTO;
   settings.cuda_gemm_narrow = EMBER_MODE_AUTO;
   settings.cuda_gemm_chain = false;
-  settings.cuda_gemm_tma_store = true;
   settings.cuda_pdl = EMBER_MODE_AUTO;
   const char* executor = getenv("EMBER_EXECUTOR");
   if (executor != NULL && executor[0] != '\0') {
@@ -76,7 +75,6 @@ static void settings_read(void) {
   read_mode("EMBER_CUDA_GEMM_WGMMA", &settings.cuda_gemm_wgmma);
   read_mode("EMBER_CUDA_GEMM_NARROW", &settings.cuda_gemm_narrow);
   read_flag("EMBER_CUDA_GEMM_CHAIN", &settings.cuda_gemm_chain);
-  read_flag("EMBER_CUDA_GEMM_TMA_STORE", &settings.cuda_gemm_tma_store);
   read_flag("EMBER_CUDA_CONV_NHWC_GEMM", &settings.cuda_conv_nhwc_gemm);
   read_flag("EMBER_CUDA_CONV_FOLD", &settings.cuda_conv_fold);
   read_flag("EMBER_CUDA_CONV_HALO", &settings.cuda_conv_halo);

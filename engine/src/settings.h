@@ -41,10 +41,6 @@
  *                                  kernel rather than a kernel each (default 0: on an
  *                                  H100 it ran the MLP at batch 4096 1-2 us slower than
  *                                  the four kernels; bench/RESULTS.md).
- *   EMBER_CUDA_GEMM_TMA_STORE=0|1  1: the gemm_wgmma kernel writes its output through the
- *                                  tensor memory accelerator, 64 columns at a time while
- *                                  its threads activate the next; 0: its threads store
- *                                  it (default 1; bench/RESULTS.md). For measurement.
  *   EMBER_CUDA_CONV_NHWC_GEMM=0|1  0: convs too small for the implicit-GEMM kernel run as
  *                                  im2col + GEMM in NCHW only, not channels last with
  *                                  the output channels as M (default 1). For measurement.
@@ -100,7 +96,6 @@ typedef struct ember_settings {
   ember_mode cuda_gemm_wgmma;
   ember_mode cuda_gemm_narrow;
   bool cuda_gemm_chain;
-  bool cuda_gemm_tma_store;
   bool cuda_conv_nhwc_gemm;
   bool cuda_conv_fold;
   bool cuda_conv_halo;

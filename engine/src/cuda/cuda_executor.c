@@ -21,7 +21,7 @@
 #define EMBER_CUDA_ALIGNMENT 256u
 /* The most GEMM workspace a heuristic may ask for (what NVIDIA suggests for Hopper). */
 #define EMBER_CUDA_MAX_WORKSPACE (32u << 20)
-#define EMBER_CUDA_MAX_PARAMS 2400u
+#define EMBER_CUDA_MAX_PARAMS 1600u
 _Static_assert(sizeof(ember_k_conv_halo_params) <= EMBER_CUDA_MAX_PARAMS &&
                    sizeof(ember_k_gemm_chain_params) <= EMBER_CUDA_MAX_PARAMS &&
                    sizeof(ember_k_gemm_narrow_params) <= EMBER_CUDA_MAX_PARAMS,
@@ -172,7 +172,6 @@ typedef struct ember_cuda_executor {
    * (linear_takes_gemm_wgmma), and of those in its narrower tiles (gemm_wgmma_columns). */
   uint32_t gemm_wgmmas;
   uint32_t gemm_wgmmas_small;
-  uint32_t gemm_tma_stores;
   /* LINEARs of few rows run on the narrow GEMM kernel (linear_takes_gemm_narrow). */
   uint32_t gemm_narrows;
   /* gemm_wgmma steps merged into chain kernels (merge_gemm_chains): the chains, their
@@ -1254,18 +1253,13 @@ static ember_status* encode_tiled_map(const ember_cuda_driver* driver, uint64_t*
 }
 
 /* The tensor maps of a LINEAR on a TMA GEMM kernel (ember_k_linear_tma_params), from
- * the addresses now in p: x's and w's, and y's where the kernel stores through it. */
+ * the addresses now in p. */
 static ember_status* encode_linear_tma_maps(const ember_cuda_driver* driver,
                                             ember_k_linear_tma_params* p) {
   EMBER_RETURN_IF_ERROR(encode_tiled_map(driver, p->x_map, p->x, p->rows, p->k,
                                          EMBER_K_GEMM_WGMMA_BK, (uint32_t)p->x_box_rows,
                                          CU_TENSOR_MAP_SWIZZLE_128B,
                                          "cuTensorMapEncodeTiled(LINEAR x)"));
-  if (p->tma_store) {
-    EMBER_RETURN_IF_ERROR(encode_tiled_map(driver, p->y_map, p->y, p->rows, p->n, 64, 64,
-                                           CU_TENSOR_MAP_SWIZZLE_128B,
-                                           "cuTensorMapEncodeTiled(LINEAR output)"));
-  }
   return encode_tiled_map(driver, p->w_map, p->w, p->n, p->k, EMBER_K_GEMM_WGMMA_BK,
                           (uint32_t)p->w_box_rows, CU_TENSOR_MAP_SWIZZLE_128B,
                           "cuTensorMapEncodeTiled(LINEAR weight)");
@@ -1386,7 +1380,6 @@ static ember_status* add_gemm_wgmma_step(ember_cuda_executor* executor, uint32_t
   ember_k_gemm_wgmma_params p;
   memset(&p, 0, sizeof p);
   p.linear = linear_tma_params(plan, i, fused, EMBER_K_GEMM_WGMMA_BM, 0);
-  p.linear.tma_store = ember_settings_get()->cuda_gemm_tma_store;
   const uint32_t columns = gemm_wgmma_columns(executor, (uint64_t)p.linear.rows, p.linear.n);
   p.linear.w_box_rows = (int32_t)columns / EMBER_K_GEMM_WGMMA_CLUSTER;
   p.k_tiles = (int32_t)ceil_div_u64((uint64_t)p.linear.k, EMBER_K_GEMM_WGMMA_BK);
@@ -1400,7 +1393,6 @@ static ember_status* add_gemm_wgmma_step(ember_cuda_executor* executor, uint32_t
   ++executor->gemm_wgmmas;
   const bool small = columns == EMBER_K_GEMM_WGMMA_BN_SMALL;
   if (small) ++executor->gemm_wgmmas_small;
-  if (p.linear.tma_store) ++executor->gemm_tma_stores;
   const ember_tensor_desc* y = ember_plan_op_output_tensor(plan, &plan->ops[i], 0);
   const uint32_t kernel =
       (small ? EMBER_CUDA_KERNEL_GEMM_WGMMA_SMALL : EMBER_CUDA_KERNEL_GEMM_WGMMA) +
@@ -4606,10 +4598,6 @@ static ember_status* merge_gemm_chain(ember_cuda_executor* executor, uint32_t fi
   for (uint32_t l = 0; l < layers; ++l) {
     const ember_cuda_step* step = &executor->steps[first + l];
     memcpy(&p.layer[l], step->params, sizeof p.layer[l]);
-    if (p.layer[l].linear.tma_store) { /* the chain's epilogues store from the threads */
-      p.layer[l].linear.tma_store = 0;
-      --executor->gemm_tma_stores;
-    }
     p.m_tiles = (int32_t)ceil_div_u64((uint64_t)p.layer[l].linear.rows, EMBER_K_GEMM_WGMMA_BM);
     tiles += (uint64_t)p.m_tiles * (uint64_t)p.layer[l].n_tiles;
     for (uint32_t r = 0; r < step->num_refs; ++r) {
@@ -5742,7 +5730,6 @@ void ember_cuda_executor_get_info(const ember_executor* base,
   out_info->conv_halo = uses_conv_halo(executor);
   out_info->gemm_wgmmas = executor->gemm_wgmmas;
   out_info->gemm_wgmmas_small = executor->gemm_wgmmas_small;
-  out_info->gemm_tma_stores = executor->gemm_tma_stores;
   out_info->gemm_wgmma = uses_gemm_wgmma(executor);
   out_info->gemm_narrows = executor->gemm_narrows;
   out_info->gemm_narrow = uses_gemm_narrow(executor);

@@ -85,8 +85,6 @@ typedef struct ember_cuda_executor_info {
   uint32_t gemm_wgmmas;          /* LINEAR ops run (with the activation after them, if any)
                                     on the gemm_wgmma kernel */
   uint32_t gemm_wgmmas_small;    /* of those, in tiles of EMBER_K_GEMM_WGMMA_BN_SMALL columns */
-  uint32_t gemm_tma_stores;      /* of those (not chained), writing their output through
-                                    the TMA (EMBER_CUDA_GEMM_TMA_STORE) */
   bool gemm_wgmma;               /* this executor uses that kernel (compute capability 9.0,
                                     EMBER_CUDA_GEMM_WGMMA=1, EMBER_CUDA_WGMMA not 0) */
   uint32_t gemm_narrows;         /* LINEAR ops of few rows run on the narrow GEMM kernel (with

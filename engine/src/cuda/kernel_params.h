@@ -610,9 +610,8 @@ typedef struct ember_k_gemv_params {
  * by the tensor memory accelerator through x_map and w_map (CUtensorMap, encoded by the
  * host from x and w: 2-byte elements, boxes of 64 (the kernels' BK) by x_box_rows and by
  * w_box_rows, the 128-byte swizzle, zeros outside), so k is a multiple of 8 and x, w
- * 16-byte aligned; n a multiple of 8 and y 16-byte aligned. With tma_store (gemm_wgmma
- * only), y is written through y_map, encoded from y [rows, n]: boxes of 64 x 64, the
- * 128-byte swizzle. The first member of both kernels' parameters. */
+ * 16-byte aligned; n a multiple of 8 and y 16-byte aligned. The first member of both
+ * kernels' parameters. */
 #if defined(__cplusplus)
 #define EMBER_K_ALIGNAS(n) alignas(n)
 #else
@@ -621,7 +620,6 @@ typedef struct ember_k_gemv_params {
 typedef struct ember_k_linear_tma_params {
   EMBER_K_ALIGNAS(64) uint64_t x_map[16]; /* a CUtensorMap: 128 bytes, 64-byte aligned */
   uint64_t w_map[16];
-  uint64_t y_map[16];
   uint64_t x; /* what the maps were encoded from (the executor patches these) */
   uint64_t w;
   uint64_t bias;
@@ -633,7 +631,6 @@ typedef struct ember_k_linear_tma_params {
   /* w and bias are the plan's constants, which no kernel of a run writes: the block
    * starts copying them before the kernel it follows (PDL) has finished. */
   int32_t constant_operands;
-  int32_t tma_store; /* y through y_map (EMBER_CUDA_GEMM_TMA_STORE) */
 } ember_k_linear_tma_params;
 
 /* ember_gemm_wgmma_<f16|bf16>, ember_gemm_wgmma192_<f16|bf16>: a LINEAR of many rows
@@ -856,13 +853,13 @@ EMBER_K_STATIC_ASSERT(sizeof(ember_k_softmax_params) == 40, "softmax params layo
 EMBER_K_STATIC_ASSERT(sizeof(ember_k_layer_norm_params) == 72, "layer norm params layout");
 EMBER_K_STATIC_ASSERT(sizeof(ember_k_bias_act_params) == 48, "bias_act params layout");
 EMBER_K_STATIC_ASSERT(sizeof(ember_k_gemv_params) == 64, "gemv params layout");
-EMBER_K_STATIC_ASSERT(sizeof(ember_k_linear_tma_params) == 3 * 128 + 4 * 8 + 9 * 4 + 60,
-                      "linear tma params layout (a multiple of the maps' 64-byte alignment)");
+EMBER_K_STATIC_ASSERT(sizeof(ember_k_linear_tma_params) == 2 * 128 + 4 * 8 + 8 * 4,
+                      "linear tma params layout");
 EMBER_K_STATIC_ASSERT(offsetof(ember_k_linear_tma_params, w_map) == 128, "linear tma maps");
 EMBER_K_STATIC_ASSERT(offsetof(ember_k_gemm_wgmma_params, linear) == 0 &&
                           offsetof(ember_k_gemm_narrow_params, linear) == 0,
                       "both TMA GEMMs' parameters start with the LINEAR's");
-EMBER_K_STATIC_ASSERT(sizeof(ember_k_gemm_wgmma_params) == 576 &&
+EMBER_K_STATIC_ASSERT(sizeof(ember_k_gemm_wgmma_params) == 384 &&
                           offsetof(ember_k_gemm_chain_params, counts) ==
                               EMBER_K_GEMM_CHAIN_MAX * sizeof(ember_k_gemm_wgmma_params),
                       "gemm chain params layout");

@@ -34,7 +34,6 @@
 #include "float_formats.h"
 #include "kernel_params.h"
 #include "program_internal.h"
-#include "settings.h"
 #include "test_support.h"
 
 #define SKIP_EXIT_CODE 77
@@ -49,7 +48,6 @@ static bool g_gemm_wgmma_forced;   /* EMBER_CUDA_GEMM_WGMMA=1 */
 static bool g_gemm_narrow_forced;  /* EMBER_CUDA_GEMM_NARROW=1 */
 static bool g_branches_off;        /* EMBER_CUDA_BRANCHES=0 */
 static bool g_gemm_chain;          /* EMBER_CUDA_GEMM_CHAIN=1 (settings.c: 0 by default) */
-static bool g_tma_store_off;       /* EMBER_CUDA_GEMM_TMA_STORE's effect (settings.c) */
 
 /* ---- values ------------------------------------------------------------------------- */
 
@@ -655,12 +653,6 @@ static void run_op_case(const char* dir, const char* name, double low, double hi
   g_totals.conv_gemms_nhwc += info.conv_gemms_nhwc;
   g_totals.norm_adds += info.norm_adds;
   g_totals.gemm_wgmmas += info.gemm_wgmmas;
-  g_totals.gemm_tma_stores += info.gemm_tma_stores;
-  /* Every gemm_wgmma LINEAR outside a chain stores through the TMA, unless that is off. */
-  const uint32_t tma_stores = g_tma_store_off ? 0 : info.gemm_wgmmas - info.gemm_chain_layers;
-  EXPECT(info.gemm_tma_stores == tma_stores,
-         "%s: %u gemm_wgmma LINEARs stored through the TMA, expected %u", name,
-         info.gemm_tma_stores, tma_stores);
   g_totals.gemm_wgmma = g_totals.gemm_wgmma || info.gemm_wgmma;
   g_totals.gemm_narrows += info.gemm_narrows;
   g_totals.gemm_chains += info.gemm_chains;
@@ -1631,7 +1623,7 @@ int main(int argc, char** argv) {
     static const char* const variant_settings[] = {
         "EMBER_CUDA_GRAPHS",      "EMBER_CUDA_WGMMA", "EMBER_CUDA_GEMM_WGMMA",
         "EMBER_CUDA_GEMM_NARROW", "EMBER_CUDA_PDL",   "EMBER_CUDA_GEMM_CHAIN",
-        "EMBER_CUDA_CONV_SPLIT_K", "EMBER_CUDA_GEMM_TMA_STORE"};
+        "EMBER_CUDA_CONV_SPLIT_K"};
     const char* variant = NULL;
     for (size_t i = 0; i < sizeof variant_settings / sizeof variant_settings[0]; ++i) {
       if (getenv(variant_settings[i]) != NULL) variant = variant_settings[i];
@@ -1668,7 +1660,6 @@ int main(int argc, char** argv) {
   g_gemm_narrow_forced = env_is("EMBER_CUDA_GEMM_NARROW", "1");
   g_branches_off = env_is("EMBER_CUDA_BRANCHES", "0");
   g_gemm_chain = env_is("EMBER_CUDA_GEMM_CHAIN", "1");
-  g_tma_store_off = !ember_settings_get()->cuda_gemm_tma_store;
   printf("test_cuda_ops: device 0 %s, driver %d, cuBLASLt %zu\n", device_name,
          g_driver->driver_version, lt->version);
 
@@ -1709,14 +1700,6 @@ int main(int argc, char** argv) {
          g_totals.gemm_narrows, g_totals.gemm_narrow ? "takes" : "does not take");
   printf("op cases: %u chain kernels of %u LINEARs\n", g_totals.gemm_chains,
          g_totals.gemm_chain_layers);
-  printf("op cases: %u gemm_wgmma LINEARs stored through the TMA\n", g_totals.gemm_tma_stores);
-  /* Where gemm_wgmma ran, some stored through the TMA, unless that is off (each case's
-   * check says how many; this says the check was not always of zero). */
-  if (g_totals.gemm_wgmmas > g_totals.gemm_chain_layers) {
-    EXPECT((g_totals.gemm_tma_stores > 0) == !g_tma_store_off,
-           "%u gemm_wgmma LINEARs stored through the TMA with EMBER_CUDA_GEMM_TMA_STORE=%s",
-           g_totals.gemm_tma_stores, g_tma_store_off ? "0" : "1");
-  }
   /* Where gemm_wgmma runs and chains are on, the chain cases chained (each case's check
    * says how; this says they were not all skipped): 4 chains. */
   if (g_totals.gemm_wgmma && g_gemm_chain && strstr("wgmma_chain_", filter) != NULL) {

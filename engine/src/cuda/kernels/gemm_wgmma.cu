@@ -150,41 +150,6 @@ __device__ __forceinline__ void store_gemm_tile(const ember_k_linear_tma_params&
   }
 }
 
-/* Bytes of one piece of store_gemm_tile_tma: 64 rows of 64 columns (128-byte rows). */
-constexpr int kGemmPieceBytes = 64 * 128;
-
-/* store_gemm_tile through the TMA (ember_k_linear_tma_params tma_store): the warpgroup's
- * 64 rows in pieces of 64 columns, each activated from `tile` into its own 8 KB at
- * `pieces` (y_map's box: 128-byte rows with the 128-byte swizzle, 16-byte unit u of row r
- * at u ^ (r % 8)) and handed to the TMA, which writes it to y while the threads go on to
- * the next (and leaves out what lies past y's rows and columns). The threads' own stores
- * stall once the memory system is busy with every SM's epilogue at once, and the
- * activation's arithmetic waits with them. */
-template <typename T, int BN, int kAct>
-__device__ __forceinline__ void store_gemm_tile_tma(const ember_k_linear_tma_params& p,
-                                                    const uint16_t* tile, uint8_t* pieces,
-                                                    int row0, int n0, int group) {
-  const int thread = threadIdx.x & 127;
-  constexpr int kOutStride = GemmColumns<BN>::kOutStride;
-#pragma unroll 1
-  for (int c = 0; c < BN / 64; ++c) {
-    uint8_t* piece = pieces + c * kGemmPieceBytes;
-#pragma unroll
-    for (int v = thread; v < 64 * 8; v += 128) {
-      const int r = v >> 3, u = v & 7;
-      store_gemm_vector<T, kAct>(tile + r * kOutStride + 64 * c + 8 * u,
-                                 reinterpret_cast<uint16_t*>(piece + r * 128 + ((u ^ (r & 7)) << 4)));
-    }
-    fence_proxy_async();
-    asm volatile("bar.sync %0, 128;\n" ::"r"(group + 2) : "memory");
-    if (thread == 0) {
-      tma_store_2d(&p.y_map, shared_address(piece), n0 + 64 * c, row0);
-      bulk_commit();
-    }
-  }
-  if (thread == 0) bulk_wait_all(); /* before the block, and its shared memory, goes */
-}
-
 /* A consumer warpgroup's MMAs of one tile over k_tiles K tiles, the ring's uses first ..
  * first + k_tiles - 1 (use u in stage u % STAGES, its full barrier's phase u / STAGES):
  * each stage goes back to the producer (an arrival per warp on its empty barrier) once
@@ -255,12 +220,10 @@ __device__ __forceinline__ void stage_gemm_tile(const float (&acc)[BN / 2], cons
  * done with their MMAs and the bias warps with `bias_tile` (barrier 1; the other
  * warpgroup's last MMAs may still read the stages underneath `tile`), staged into `tile`
  * (its own 64 rows), then stored from there with y's activation (after the warpgroup's own
- * barrier, 2 or 3; 0 is __syncthreads'): by the threads, or with `pieces` (its own BN / 64
- * pieces' memory, clear of both warpgroups' tiles) through the TMA. */
+ * barrier, 2 or 3; 0 is __syncthreads'). */
 template <typename T, int BN>
 __device__ __forceinline__ void finish_gemm_tile(const float (&acc)[BN / 2],
                                                  const float* bias_tile, uint16_t* tile,
-                                                 uint8_t* pieces,
                                                  const ember_k_linear_tma_params& p, int m0,
                                                  int n0) {
   const int tid = threadIdx.x;
@@ -269,12 +232,7 @@ __device__ __forceinline__ void finish_gemm_tile(const float (&acc)[BN / 2],
   stage_gemm_tile<T, BN>(acc, bias_tile, tile, warp, lane);
   asm volatile("bar.sync %0, 128;\n" ::"r"(group + 2) : "memory");
   with_activation(p.act, [&](auto act) {
-    if (pieces != nullptr) {
-      store_gemm_tile_tma<T, BN, decltype(act)::kValue>(p, tile, pieces, m0 + 64 * group, n0,
-                                                        group);
-    } else {
-      store_gemm_tile<T, BN, decltype(act)::kValue>(p, tile, m0 + 64 * group, n0);
-    }
+    store_gemm_tile<T, BN, decltype(act)::kValue>(p, tile, m0 + 64 * group, n0);
   });
 }
 
@@ -299,18 +257,10 @@ __device__ __forceinline__ void gemm_wgmma_consume(const ember_k_gemm_wgmma_para
   const int group = (tid >> 7) - 1, lane = tid & 31;
   float acc[BN / 2];
   gemm_wgmma_mmas<T, BN>(acc, shared_address(smem), group, lane, full, empty, 0, p.k_tiles, 1);
-  /* The tile goes into the ring's first stages, the TMA's pieces from the third on. */
-  static_assert(2 * 64 * kOutStride * 2 <= 2 * GemmColumns<BN>::kStageBytes &&
-                    2 * GemmColumns<BN>::kStageBytes + 2 * (BN / 64) * kGemmPieceBytes <=
-                        kGemmStages * GemmColumns<BN>::kStageBytes &&
-                    GemmColumns<BN>::kStageBytes % 1024 == 0,
-                "the tiles, then the pieces (1024-byte aligned, for the swizzle), in the ring");
-  uint8_t* pieces = p.linear.tma_store
-                        ? smem + 2 * GemmColumns<BN>::kStageBytes + group * (BN / 64) * kGemmPieceBytes
-                        : nullptr;
+  /* The tile goes into the ring's first stages. */
   finish_gemm_tile<T, BN>(acc, bias_tile,
-                          reinterpret_cast<uint16_t*>(smem) + group * 64 * kOutStride, pieces,
-                          p.linear, m0, n0);
+                          reinterpret_cast<uint16_t*>(smem) + group * 64 * kOutStride, p.linear,
+                          m0, n0);
 }
 
 /* The producer's first act: have the tensor maps fetched while the barriers settle. */
@@ -548,8 +498,8 @@ __device__ __forceinline__ void gemm_chain_consume(const ember_k_gemm_chain_para
     float acc[kChainBN / 2];
     gemm_wgmma_mmas<T, kChainBN>(acc, shared_address(smem), group, lane, full, empty, use,
                                  g.k_tiles, 2);
-    finish_gemm_tile<T, kChainBN>(acc, bias_tiles + (job & 1) * kChainBN, tile, nullptr,
-                                  g.linear, m0, n0);
+    finish_gemm_tile<T, kChainBN>(acc, bias_tiles + (job & 1) * kChainBN, tile, g.linear, m0,
+                                  n0);
     if (layer + 1 < p.layers) { /* the warpgroup's rows, for the next layer's tiles */
       __threadfence();
       asm volatile("bar.sync %0, 128;\n" ::"r"(group + 2) : "memory");

@@ -250,23 +250,6 @@ __device__ __forceinline__ void tma_load_4d(uint32_t dst, const void* map, int c
       : "memory");
 }
 
-/* Stores the box at (c0: innermost, c1) of the 2-D tensor map `map` from shared memory at
- * `src`, in this thread's current bulk group (coordinates past the tensor's end are left
- * out). The threads that wrote `src` fence_proxy_async() and meet at a barrier first. */
-__device__ __forceinline__ void tma_store_2d(const void* map, uint32_t src, int c0, int c1) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n" ::"l"(map),
-      "r"(src), "r"(c0), "r"(c1)
-      : "memory");
-}
-__device__ __forceinline__ void bulk_commit() {
-  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
-}
-/* Every bulk group this thread committed has completed: its writes are done. */
-__device__ __forceinline__ void bulk_wait_all() {
-  asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
-}
-
 /* tma_load_2d into the same offset of shared memory, and the same barrier, in every
  * block of the cluster that `mask` names (bit r: the block of rank r). */
 __device__ __forceinline__ void tma_load_2d_multicast(uint32_t dst, const void* map, int c0,
